@@ -1,0 +1,59 @@
+"""torchplace: the PyTorch device toolkit.
+
+Find the devices a machine has, put tensors, models and batches on them correctly,
+see what that costs in memory and time, and simulate GPUs on a machine without one.
+
+Importing torchplace does nothing but bind names: torch itself is imported the first
+time one of the names below is used, and CUDA is never initialised at import.
+
+Examples:
+    >>> import torchplace
+    >>> torchplace.device("cpu")
+    device(type='cpu')
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (imported lazily, see __getattr__)
+_EXPORTS: dict[str, str] = {
+    "DeviceInfo": "torchplace.devices",
+    "devices": "torchplace.devices",
+    "device": "torchplace.devices",
+    "to": "torchplace.move",
+    "where": "torchplace.move",
+    "Placement": "torchplace.move",
+    "check_same_device": "torchplace.move",
+    "guard_same_device": "torchplace.move",
+    "DeviceMismatchError": "torchplace.move",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:
+    from torchplace.devices import DeviceInfo, device, devices
+    from torchplace.move import (
+        DeviceMismatchError,
+        Placement,
+        check_same_device,
+        guard_same_device,
+        to,
+        where,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'torchplace' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

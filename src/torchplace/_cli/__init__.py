@@ -1,0 +1,1 @@
+"""One module per ``torchplace`` subcommand; registered in ``torchplace.cli``."""

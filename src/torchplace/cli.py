@@ -1,0 +1,64 @@
+"""The ``torchplace`` command line: parse, call the library, render.
+
+Every subcommand lives in its own module under ``torchplace._cli`` and exposes
+``add_arguments(parser)`` and ``run(args) -> int``. They are registered here, in one
+place. A subcommand module imports torch only inside ``run`` so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+# name -> (module, one-line help); the order is the order shown by --help
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "info": ("torchplace._cli.info", "what this machine has: devices, memory, torch build"),
+}
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from torchplace import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="torchplace",
+        description="The PyTorch device toolkit.",
+    )
+    parser.add_argument("--version", action="version", version=f"torchplace {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in _COMMANDS.items():
+        module = importlib.import_module(module_name)
+        sp = sub.add_parser(name, help=help_text, description=module.__doc__)
+        module.add_arguments(sp)
+        sp.set_defaults(_run=module.run)
+    return parser
+
+
+def error(message: str, hint: str | None = None) -> int:
+    """Print ``error: ...`` (and ``hint: ...``) to stderr and return exit code 2."""
+    print(f"error: {message}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the torchplace command line and return its exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_run", None) is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(args._run(args))
+    except (ValueError, RuntimeError) as e:
+        return error(str(e), getattr(e, "hint", None))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
