@@ -30,11 +30,19 @@ _EXPORTS: dict[str, str] = {
     "check_same_device": "torchplace.move",
     "guard_same_device": "torchplace.move",
     "DeviceMismatchError": "torchplace.move",
+    "memory": "torchplace",
+    "catalog": "torchplace",
+    "simulate": "torchplace.sim",
+    "SimReport": "torchplace.sim",
+    "Runner": "torchplace.runner",
+    "save": "torchplace.runner",
+    "load": "torchplace.runner",
 }
 
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
+    from torchplace import catalog, memory
     from torchplace.devices import DeviceInfo, device, devices
     from torchplace.move import (
         DeviceMismatchError,
@@ -44,13 +52,18 @@ if TYPE_CHECKING:
         to,
         where,
     )
+    from torchplace.runner import Runner, load, save
+    from torchplace.sim import SimReport, simulate
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'torchplace' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    if module == "torchplace":  # a submodule exposed as an attribute
+        value = importlib.import_module(f"torchplace.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

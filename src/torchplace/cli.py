@@ -2,7 +2,8 @@
 
 Every subcommand lives in its own module under ``torchplace._cli`` and exposes
 ``add_arguments(parser)`` and ``run(args) -> int``. They are registered here, in one
-place. A subcommand module imports torch only inside ``run`` so ``--help`` stays fast.
+place, and only the module of the subcommand being run is imported, so ``--help`` and
+each command start fast.
 """
 
 from __future__ import annotations
@@ -12,24 +13,28 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["error", "main"]
 
 # name -> (module, one-line help); the order is the order shown by --help
 _COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("torchplace._cli.info", "what this machine has: devices, memory, torch build"),
+    "sim": ("torchplace._cli.sim", "run a script on simulated GPUs (no GPU needed)"),
+    "bench": ("torchplace._cli.bench", "honest CPU-vs-accelerator timing and roofline"),
+    "run": ("torchplace._cli.run", "launch a script with torchrun (DDP), one process per device"),
+    "demo": ("torchplace._cli.demo", "train the built-in digits example on the best device"),
 }
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(command: str | None) -> argparse.ArgumentParser:
     from torchplace import __version__
 
-    parser = argparse.ArgumentParser(
-        prog="torchplace",
-        description="The PyTorch device toolkit.",
-    )
+    parser = argparse.ArgumentParser(prog="torchplace", description="The PyTorch device toolkit.")
     parser.add_argument("--version", action="version", version=f"torchplace {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in _COMMANDS.items():
+        if name != command:
+            sub.add_parser(name, help=help_text)
+            continue
         module = importlib.import_module(module_name)
         sp = sub.add_parser(name, help=help_text, description=module.__doc__)
         module.add_arguments(sp)
@@ -47,7 +52,9 @@ def error(message: str, hint: str | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the torchplace command line and return its exit code."""
-    parser = _build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = _build_parser(command if command in _COMMANDS else None)
     args = parser.parse_args(argv)
     if getattr(args, "_run", None) is None:
         parser.print_help()
