@@ -396,7 +396,7 @@ def _cuda_device_count() -> int:
 
 def _cuda_current_index() -> int:
     # current_device() would initialise CUDA; before initialisation it is device 0
-    initialized = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+    initialized = torch.cuda.is_initialized()  # type: ignore[no-untyped-call, unused-ignore]
     return torch.cuda.current_device() if initialized else 0
 
 
