@@ -38,7 +38,7 @@ from torchplace.cost import OpCost, Peaks, StepEstimate, op_cost, transfer_secon
 from torchplace.memory import parse_size
 from torchplace.sim._cuda_api import patched_torch
 from torchplace.sim._modes import SimDispatchMode, SimFunctionMode
-from torchplace.sim._state import SimState
+from torchplace.sim._state import SimState, is_user_file
 from torchplace.sim.report import SCHEMA_VERSION, DeviceReport, SimReport, render
 
 __all__ = ["SCHEMA_VERSION", "DeviceReport", "SimReport", "render", "simulate"]
@@ -60,12 +60,9 @@ def _check_torch_version() -> None:
 
 def _error_record(e: BaseException) -> dict[str, Any]:
     file = line = None
-    from torchplace.sim._state import _SKIP_PREFIXES
-
     for frame, lineno in traceback.walk_tb(e.__traceback__):
-        name = frame.f_code.co_filename
-        if not name.startswith(_SKIP_PREFIXES):
-            file, line = name, lineno
+        if is_user_file(frame.f_code.co_filename):
+            file, line = frame.f_code.co_filename, lineno
     return {"type": type(e).__name__, "message": str(e), "file": file, "line": line}
 
 

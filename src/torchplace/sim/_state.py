@@ -25,13 +25,28 @@ if TYPE_CHECKING:
     from torchplace.catalog import GPUSpec
     from torchplace.cost import Peaks, StepEstimate
 
-__all__ = ["CATEGORIES", "SimDevice", "SimState", "context_bytes_for", "user_frame"]
+__all__ = [
+    "CATEGORIES",
+    "SimDevice",
+    "SimState",
+    "context_bytes_for",
+    "is_user_file",
+    "user_frame",
+]
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "other")
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIP_PREFIXES = (_TORCH_DIR, _OWN_DIR, "<frozen ", os.path.dirname(os.__file__))
+# user programs that ship inside the package (the built-in examples) count as user code
+_USER_FILES = (os.path.join(_OWN_DIR, "sim", "example.py"), os.path.join(_OWN_DIR, "demo.py"))
+
+
+def is_user_file(filename: str) -> bool:
+    """Whether a frame's file is the user's code (not torch, torchplace or the stdlib)."""
+    return filename in _USER_FILES or not filename.startswith(_SKIP_PREFIXES)
+
 
 # CUDA context size outside the caching allocator, by compute-capability major. These are
 # estimates: ptrblck measures ~300 MB with lazy module loading on CUDA >= 11.7
@@ -59,9 +74,8 @@ def user_frame() -> tuple[str, int] | None:
     """File and line of the innermost frame that belongs to the user's code."""
     frame = sys._getframe(1)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_SKIP_PREFIXES):
-            return filename, frame.f_lineno
+        if is_user_file(frame.f_code.co_filename):
+            return frame.f_code.co_filename, frame.f_lineno
         frame = frame.f_back  # type: ignore[assignment]
     return None
 
