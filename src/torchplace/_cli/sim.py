@@ -84,7 +84,7 @@ def _list_gpus(as_json: bool) -> int:
             cc or "—",
             s.host_link,
         )
-    Console(highlight=False).print(table)
+    Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(table)
     print("Sources for every figure: torchplace/data/gpus.toml")
     return 0
 

@@ -199,4 +199,6 @@ def print_report(report: SimReport, *, file: Any = None) -> None:
     """Print ``report`` as tables to ``file`` (stdout by default)."""
     from rich.console import Console
 
-    render(report, Console(file=file or sys.stdout, highlight=False))
+    out = file or sys.stdout
+    width = None if out.isatty() else 120  # pipes and files get whole tables
+    render(report, Console(file=out, highlight=False, width=width))

@@ -254,6 +254,7 @@ class SimFunctionMode(TorchFunctionMode):
             t.numpy: self._numpy,
             t.__array__: self._numpy,
             t.__repr__: self._repr,
+            t.__format__: self._format,
             F.scaled_dot_product_attention: self._sdpa,
         }
         for f in (t.backward, torch.autograd.backward, torch.autograd.grad):
@@ -484,6 +485,15 @@ class SimFunctionMode(TorchFunctionMode):
         elif x.requires_grad:
             suffix += ", requires_grad=True"
         return text[:-1] + suffix + ")"
+
+    def _format(self, x: torch.Tensor, spec: str) -> str:
+        if self._label(x) is None:
+            return _T.__format__(x, spec)
+        if x.dim() == 0:
+            return format(self._item(x), spec)
+        if spec:
+            raise TypeError("unsupported format string passed to Tensor.__format__")
+        return self._repr(x)
 
     # --- kernels the target GPU would pick ---------------------------------------------
     def _sdpa(

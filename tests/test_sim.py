@@ -1,0 +1,207 @@
+"""The simulator in-process: torch.cuda answers, device rules, memory, placeholders."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from torchplace.sim import simulate
+
+MiB = 1024**2
+GiB = 1024**3
+
+
+def test_cuda_api_answers_as_the_simulated_gpu() -> None:
+    with simulate("T4", gpus=2) as report:
+        assert torch.cuda.is_available()
+        assert torch.cuda.device_count() == 2
+        assert torch.cuda.get_device_name(1) == "Tesla T4"
+        props = torch.cuda.get_device_properties(0)
+        assert (props.major, props.minor, props.multi_processor_count) == (7, 5, 40)
+        assert not torch.cuda.is_bf16_supported()
+        free, total = torch.cuda.mem_get_info()
+        assert total == props.total_memory and 0 < free < total
+        torch.cuda.set_device(1)
+        assert torch.cuda.current_device() == 1
+        x = torch.empty(10, device="cuda")
+        assert x.device == torch.device("cuda", 1)
+    assert len(report.devices) == 2
+    assert not torch.cuda.is_available()  # restored afterwards
+
+
+def test_tensors_report_cuda_and_hold_no_host_memory() -> None:
+    with simulate("H100"):
+        big = torch.empty(16 * GiB // 4, device="cuda")  # 16 GiB: never on the host
+        assert big.device == torch.device("cuda", 0)
+        assert big.is_cuda and big.get_device() == 0 and not big.is_meta
+        for t in (torch.zeros(3).cuda(), torch.ones(3).to("cuda:0"), torch.ones(3).to(0)):
+            assert t.device.type == "cuda"
+        with torch.device("cuda"):
+            lin = nn.Linear(4, 4)
+        assert next(lin.parameters()).device == torch.device("cuda", 0)
+        back = big[:4].cpu()
+        assert back.device.type == "cpu" and back.tolist() == [0.0] * 4
+        assert torch.cuda.memory_allocated() >= 16 * GiB
+
+
+def test_memory_allocated_counts_storages_once_rounded_to_512() -> None:
+    with simulate("H100"):
+        base = torch.cuda.memory_allocated()
+        a = torch.empty(1000, device="cuda")  # 4000 B -> 4096
+        assert torch.cuda.memory_allocated() - base == 4096
+        view = a[10:20].view(2, 5)  # a view: no new storage
+        assert torch.cuda.memory_allocated() - base == 4096
+        b = torch.empty(1, device="cuda")
+        assert torch.cuda.memory_allocated() - base == 4096 + 512
+        del a, view, b
+        assert torch.cuda.memory_allocated() == base
+        assert torch.cuda.max_memory_allocated() >= base + 4608
+
+
+def test_module_to_cuda_keeps_parameter_identity_and_trains() -> None:
+    with simulate("A100") as report:
+        model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10))
+        opt = torch.optim.AdamW(model.parameters())  # made before .to(): must still work
+        weight = model[0].weight
+        model.to("cuda")
+        assert model[0].weight is weight and weight.is_cuda
+        for _ in range(2):
+            x, y = torch.randn(32, 256).cuda(), torch.randint(0, 10, (32,)).cuda()
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        assert weight.grad is not None and weight.grad.is_cuda
+        assert opt.state[weight]["exp_avg"].is_cuda
+    params = sum(p.numel() * 4 for p in model.parameters())
+    d = report.device(0)
+    assert d.peak_breakdown["parameters"] == pytest.approx(params, rel=0.01)
+    assert d.peak_breakdown["optimizer_state"] >= 2 * params
+    assert d.steps == 2 and d.estimated_step_seconds is not None and d.estimated_step_seconds > 0
+    assert report.transfers["h2d"]["count"] >= 4
+
+
+def test_mixing_devices_raises_pytorch_error_and_allows_cpu_scalars() -> None:
+    with simulate("H100", gpus=2) as report:
+        x = torch.ones(3, device="cuda")
+        assert (x * torch.tensor(2.0)).is_cuda  # 0-dim CPU tensors are allowed, as on CUDA
+        with pytest.raises(
+            RuntimeError,
+            match=r"Expected all tensors to be on the same device, but got .* is on cpu, different from other tensors on cuda:0",
+        ):
+            x + torch.ones(3)
+        with pytest.raises(RuntimeError, match="cuda:1, different from other tensors on cuda:0"):
+            x + torch.ones(3, device="cuda:1")
+        lin = nn.Linear(3, 3).cuda()
+        with pytest.raises(RuntimeError, match="is on cpu"):
+            lin(torch.ones(2, 3))
+        with pytest.raises(RuntimeError, match="invalid device ordinal"):
+            torch.ones(1, device="cuda:2")
+        with pytest.raises(RuntimeError, match="invalid device ordinal"):
+            torch.cuda.set_device(5)
+    assert report.error is None  # caught by the block, not an error of the run
+
+
+def test_out_of_memory_raises_cuda_error_and_is_reported() -> None:
+    with simulate("T4") as report:
+        keep = torch.empty(8 * GiB // 4, device="cuda")
+        with pytest.raises(torch.OutOfMemoryError) as info:
+            torch.empty(8 * GiB // 4, device="cuda")
+        assert keep.is_cuda
+    message = str(info.value)
+    assert message.startswith("CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total")
+    assert "of which" in message and "is free" in message
+    assert report.oom is not None
+    assert report.oom["device"] == 0 and report.oom["requested_bytes"] >= 8 * GiB
+    assert report.oom["file"] == __file__
+    assert report.device(0).verdict.startswith("out of memory at")
+
+
+def test_memory_override_changes_capacity() -> None:
+    with simulate("H100", memory="24GB") as report:
+        assert torch.cuda.get_device_properties(0).total_memory == 24 * 10**9
+    assert report.device(0).capacity_bytes == 24 * 10**9
+
+
+def test_values_read_from_gpu_are_zero_placeholders_and_count_as_syncs() -> None:
+    with simulate("H100") as report:
+        loss = torch.ones(4, device="cuda").sum()
+        assert loss.item() == 0.0
+        assert not bool(loss > 1)
+        assert f"{loss:.2f}" == "0.00"
+        assert "device='cuda:0'" in repr(loss)
+        with pytest.raises(TypeError, match="can't convert cuda:0 device type tensor to numpy"):
+            loss.numpy()
+        assert loss.cpu().numpy().tolist() == 0.0
+    kinds = {s["kind"] for s in report.syncs}
+    assert {"item", "bool", "print", "to cpu"} <= kinds
+    assert all(s["file"] == __file__ for s in report.syncs)
+    assert report.transfers["d2h"]["count"] >= 4
+
+
+def test_autocast_uses_cuda_op_lists() -> None:
+    with simulate("H100"):
+        lin = nn.Linear(8, 8).cuda()
+        norm = nn.LayerNorm(8).cuda()
+        x = torch.randn(4, 8).cuda()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            h = lin(x)
+            n = norm(h)
+            assert h.dtype == torch.bfloat16  # linear runs in lower precision
+            assert n.dtype == torch.float32  # layer_norm is on the fp32 list
+            n.float().sum().backward()
+        assert lin.weight.grad is not None and lin.weight.grad.dtype == torch.float32
+
+
+def test_attention_embedding_conv_and_norm_layers() -> None:
+    with simulate("H100") as report:
+        emb = nn.Embedding(100, 64).cuda()
+        mha = nn.MultiheadAttention(64, 4, batch_first=True).cuda()
+        conv = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.GroupNorm(2, 8)).cuda()
+        tokens = torch.randint(0, 100, (2, 16)).cuda()
+        h = emb(tokens)
+        out, _ = mha(h, h, h)
+        q = torch.randn(2, 4, 16, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        att = nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+        (out.sum() + att.float().sum() + conv(torch.randn(2, 3, 8, 8).cuda()).sum()).backward()
+        assert q.grad is not None and q.grad.is_cuda and emb.weight.grad is not None
+    assert any("flash kernel" in n["text"] for n in report.notes)
+
+
+def test_data_dependent_shapes_are_reported() -> None:
+    with simulate("H100") as report:
+        x = torch.randn(10, device="cuda")
+        picked = x[x > 0]
+        assert picked.is_cuda and picked.dim() == 1
+    assert any("depends on data" in n["text"] for n in report.notes)
+
+
+def test_meta_built_model_materialises_on_the_gpu_without_host_memory() -> None:
+    with simulate("H100"):
+        with torch.device("meta"):
+            big = nn.Linear(32768, 32768)  # 4 GiB of weights
+        assert big.weight.is_meta
+        big.to_empty(device="cuda")
+        assert big.weight.is_cuda
+        assert torch.cuda.memory_allocated() >= 4 * GiB
+        with pytest.raises(NotImplementedError, match="Cannot copy out of meta tensor"):
+            nn.Linear(2, 2, device="meta").to("cuda")
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="gpus must be"), simulate(gpus=0):
+        pass
+    with pytest.raises(ValueError), simulate("H1OO0"):
+        pass
+    with pytest.raises(ValueError), simulate(memory="lots"):
+        pass
+    with simulate(), pytest.raises(RuntimeError, match="do not nest"), simulate():
+        pass
+
+
+def test_error_inside_the_block_is_recorded_and_reraised() -> None:
+    with pytest.raises(RuntimeError), simulate() as report:
+        torch.ones(2, device="cuda") + torch.ones(2)
+    assert report.error is not None
+    assert report.error["type"] == "RuntimeError" and report.error["file"] == __file__
