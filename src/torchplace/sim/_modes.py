@@ -93,7 +93,12 @@ class SimDispatchMode(TorchDispatchMode):
         self.on_op = on_op
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
+        # Reached from C++ (a storage copy, the autograd engine), the function mode may still
+        # be active; below autograd only the real devices count.
+        with torch._C.DisableTorchFunction():
+            return self._dispatch(func, args, kwargs or {})
+
+    def _dispatch(self, func: Any, args: Any, kwargs: Any) -> Any:
         state = self.state
         leaves = _tensors((args, kwargs))
         labels: list[int] = []
