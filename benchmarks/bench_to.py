@@ -9,7 +9,10 @@ its ratio to the hand-written loop.
 
 With no accelerator the copy is cpu -> cpu, where every tensor is already in place and
 ``.to`` returns it: that measures the traversal overhead alone, which is the point of
-comparing the libraries. On an accelerator the copies dominate.
+comparing the libraries. On an accelerator the copies dominate. For a cpu (or meta)
+target the clock is this process's CPU time (``--timer cpu``), which other jobs on a
+shared machine do not inflate; with an accelerator it is wall time, synchronised on both
+sides of each round.
 
 Run (the comparison libraries live in their own venv):
     python3 -m venv .venv-bench && .venv-bench/bin/pip install torch==2.13.0
@@ -60,10 +63,7 @@ def make_batch(*, batch_size: int = 8, seq_len: int = 512, pin: bool = False) ->
         "classes": [torch.randint(0, 80, (n,), generator=g) for n in range(3, 3 + b)],
         "masks": [[torch.ones(2, 56, 56, dtype=torch.bool) for _ in range(2)] for _ in range(2)],
     }
-    if pin:
-        batch = torchplace.to(batch, "cpu")  # a copy to pin below, leaving the layout as is
-        batch = _map_tensors(batch, lambda t: t.pin_memory())
-    return batch
+    return _map_tensors(batch, lambda t: t.pin_memory()) if pin else batch
 
 
 def _map_tensors(obj: Any, fn: Callable[[Tensor], Tensor]) -> Any:
@@ -104,15 +104,20 @@ def _load(module: str, name: str) -> _Mover | None:
     return fn
 
 
-def _candidates() -> list[tuple[str, _Mover | None]]:
+def _candidates() -> list[tuple[str, _Mover | None, str]]:
+    """(name, function or None when not installed, the install that provides it)."""
     lightning = _load("lightning.fabric.utilities.apply_func", "move_data_to_device") or _load(
         "lightning_fabric.utilities.apply_func", "move_data_to_device"
     )
     return [
-        ("hand-written comprehension", hand_written),
-        ("torchplace.to", _torchplace),
-        ("accelerate.utils.send_to_device", _load("accelerate.utils", "send_to_device")),
-        ("lightning move_data_to_device", lightning),
+        ("hand-written comprehension", hand_written, ""),
+        ("torchplace.to", _torchplace, ""),
+        (
+            "accelerate.utils.send_to_device",
+            _load("accelerate.utils", "send_to_device"),
+            "pip install accelerate",
+        ),
+        ("lightning move_data_to_device", lightning, "pip install lightning"),
     ]
 
 
@@ -143,23 +148,29 @@ def main(argv: list[str] | None = None) -> int:
         choices=("auto", "cpu", "wall"),
         default="auto",
         help="cpu: this process's CPU time (steady on a shared machine); wall: elapsed time, "
-        "needed when an accelerator does the work (default: cpu for a cpu target, else wall)",
+        "needed when an accelerator does the work (default: cpu for a cpu or meta target, "
+        "else wall)",
     )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    timer_name = args.timer if args.timer != "auto" else "cpu" if device.type == "cpu" else "wall"
+    if args.pin and device.type == "cpu":
+        parser.error(
+            "--pin needs an accelerator target: pinned memory speeds host-to-device copies"
+        )
+    on_host = device.type in ("cpu", "meta")  # no device work to wait for
+    timer_name = args.timer if args.timer != "auto" else "cpu" if on_host else "wall"
     clock = time.process_time if timer_name == "cpu" else time.perf_counter
 
     batch = make_batch(pin=args.pin)
     nbytes = sum(t.numel() * t.element_size() for t in _tensors(batch))
     movers = _candidates()
-    for name, fn in movers:
+    for name, fn, _ in movers:
         if fn is not None:
             _check_moved(name, fn(batch, device), device)  # also the warm-up
 
-    times: dict[str, list[float]] = {name: [] for name, fn in movers if fn is not None}
+    times: dict[str, list[float]] = {name: [] for name, fn, _ in movers if fn is not None}
     for _ in range(args.repeat):  # interleaved rounds: drift on a shared machine hits all alike
-        for name, fn in movers:
+        for name, fn, _ in movers:
             if fn is None:
                 continue
             _sync(device)
@@ -186,9 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     base = statistics.median(times["hand-written comprehension"])
     print(f"{'implementation':<34}{'median µs':>12}{'ratio':>9}")
-    for name, fn in movers:
+    for name, fn, install in movers:
         if fn is None:
-            print(f"{name:<34}{'not installed':>21}")
+            print(f"{name:<34}{'not installed':>21}  ({install})")
             continue
         median = statistics.median(times[name])
         print(f"{name:<34}{median * 1e6:>12.2f}{median / base:>8.2f}x")

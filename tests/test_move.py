@@ -576,3 +576,37 @@ def test_public_names_resolve_from_the_package() -> None:
     assert torchplace.to is to
     assert torchplace.where is where
     assert torchplace.Placement is Placement
+
+
+# ------------------------------------------------------------------ real GPU
+
+_needs_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none"
+)
+
+
+@pytest.mark.gpu
+@_needs_cuda
+def test_gpu_pinned_batch_arrives_intact_with_the_default_policy() -> None:
+    batch = {"x": torch.arange(1 << 20, dtype=torch.float32).pin_memory(), "n": 3}
+    out = to(batch, "cuda")
+    assert out["x"].is_cuda and out["n"] == 3
+    assert torch.equal(out["x"].cpu(), batch["x"])
+
+
+@pytest.mark.gpu
+@_needs_cuda
+def test_gpu_copy_back_to_cpu_is_blocking_so_it_is_never_zeros() -> None:
+    on_gpu = torch.arange(1, 1 + (1 << 22), device="cuda", dtype=torch.float32)
+    with pytest.warns(UserWarning, match="non_blocking=True towards cpu"):
+        back = to([on_gpu * 2], "cpu", non_blocking=True)[0]
+    assert back.device.type == "cpu"
+    assert back[0].item() == 2.0 and back[-1].item() == 2.0 * (1 << 22)
+
+
+@pytest.mark.gpu
+@_needs_cuda
+def test_gpu_where_sees_cuda_and_cpu() -> None:
+    model = nn.Sequential(nn.Linear(4, 4).cuda(), nn.Linear(4, 4))
+    p = where(model)
+    assert p.mixed and set(p.devices) == {"cuda:0", "cpu"}

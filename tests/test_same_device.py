@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import UserDict
 from typing import Any
 
 import pytest
@@ -137,6 +138,31 @@ def test_inputs_by_position_key_and_nesting_with_the_to_fix() -> None:
     assert err.offenders == ("args[0]", "args[1]['labels']", "kwargs['mask']")
 
 
+def test_input_container_with_its_own_to_method_is_looked_into() -> None:
+    class Encoding(UserDict):  # type: ignore[type-arg]
+        """Like transformers' BatchEncoding: a mapping that moves itself."""
+
+        def to(self, device: Any) -> Encoding:
+            return Encoding({k: v.to(device) for k, v in self.items()})
+
+    model = nn.Linear(2, 2)
+    err = _error(model, Encoding(input_ids=torch.ones(1, 2, device="meta")))
+    assert err.offenders == ("args[0]['input_ids']",)
+
+
+def test_several_attributes_share_one_fix_line() -> None:
+    class TwoAttrs(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.a = torch.ones(2)
+            self.b = torch.ones(2)
+
+    text = str(_error(TwoAttrs().to("meta")))
+    assert "  attributes on cpu: a, b\n" in text
+    assert 'self.register_buffer("a", tensor) instead of self.a = tensor (likewise' in text
+
+
 def test_every_kind_at_once_in_order() -> None:
     net = Net()
     net.head.to("meta")
@@ -246,3 +272,14 @@ def test_guard_with_explicit_device_and_a_forward_keyword_named_device() -> None
 def test_guard_needs_a_module() -> None:
     with pytest.raises(ValueError, match=r"guard_same_device needs an nn\.Module"):
         guard_same_device("model")  # type: ignore[arg-type]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
+def test_gpu_guard_fires_where_pytorch_would_fail() -> None:
+    net = Net().cuda()  # encoder.pos stays on cpu
+    with pytest.raises(RuntimeError, match="same device"):
+        net(torch.ones(1, 4, device="cuda"))  # what PyTorch says without the guard
+    guard_same_device(net)
+    with pytest.raises(DeviceMismatchError, match=r"attribute on cpu: encoder\.pos"):
+        net(torch.ones(1, 4, device="cuda"))

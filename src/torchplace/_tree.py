@@ -69,6 +69,8 @@ def move_tree(obj: Any, device: torch.device, non_blocking: bool | None) -> Any:
     try:
         return _move(obj, device, non_blocking, _DEPTH)
     except _TooDeepError:
+        # deeper than a batch: make sure it ends, then walk it again without a budget
+        # (what the first walk moved is dropped; modules moved in place stay moved)
         cycle = find_cycle(obj)
         if cycle is not None:
             raise CycleFoundError(*cycle) from None
@@ -164,9 +166,15 @@ def _has_to(obj: Any) -> bool:
     return not isinstance(obj, type) and callable(getattr(obj, "to", None))
 
 
-def _container_kind(obj: Any) -> str | None:
-    """What kind of container ``obj`` is, or ``None`` for a leaf (same order as ``_move``)."""
-    if isinstance(obj, (Tensor, Module)) or type(obj) in _ATOMIC or _has_to(obj):
+def _container_kind(obj: Any, *, movable: bool = False) -> str | None:
+    """What kind of container ``obj`` is, or ``None`` for a leaf (same order as ``_move``).
+
+    An object with its own ``.to()`` is a leaf for moving; with ``movable=True`` (for
+    looking, not moving) it is looked into when it is also a container.
+    """
+    if isinstance(obj, (Tensor, Module)) or type(obj) in _ATOMIC:
+        return None
+    if not movable and _has_to(obj):
         return None
     if isinstance(obj, tuple) and hasattr(type(obj), "_fields") and hasattr(obj, "_make"):
         return "namedtuple"
@@ -179,9 +187,9 @@ def _container_kind(obj: Any) -> str | None:
     return None
 
 
-def _children(obj: Any) -> list[tuple[str, Any]]:
+def _children(obj: Any, *, movable: bool = False) -> list[tuple[str, Any]]:
     """The (path suffix, value) pairs directly inside a container; empty for a leaf."""
-    kind = _container_kind(obj)
+    kind = _container_kind(obj, movable=movable)
     if kind == "mapping":
         return [(f"[{k!r}]", v) for k, v in obj.items()]
     if kind == "namedtuple":
@@ -206,8 +214,9 @@ def iter_tensors(obj: Any, path: str = "") -> Iterator[tuple[str, Tensor, bool]]
 
     Paths read like Python: ``['labels'][0]``, ``.field``; the parameters and buffers of
     a module met on the way are yielded under their qualified names after the module's
-    path, with ``in_module`` True. Each container is visited once (iteratively: no depth
-    limit, cycles are harmless).
+    path, with ``in_module`` True. Containers with their own ``.to()`` (a Hugging Face
+    ``BatchEncoding``) are looked into too. Each container is visited once (iteratively:
+    no depth limit, cycles are harmless).
     """
     seen: set[int] = set()
     stack: list[tuple[str, Any]] = [(path, obj)]
@@ -224,7 +233,7 @@ def iter_tensors(obj: Any, path: str = "") -> Iterator[tuple[str, Tensor, bool]]
             for name, b in value.named_buffers(remove_duplicate=False):
                 yield _join(here, name), b, True
         else:
-            inside = _children(value)
+            inside = _children(value, movable=True)
             if not inside or id(value) in seen:
                 continue
             seen.add(id(value))

@@ -66,7 +66,7 @@ def _parse_device(device: Any) -> torch.device:
         try:
             return torch.device(device)
         except (RuntimeError, TypeError, ValueError) as e:
-            reason = str(e).splitlines()[0]
+            reason = str(e).splitlines()[0].rstrip(" .")
             raise ValueError(
                 f"{device!r} is not a device torch can use here: {reason}. "
                 "Pass a name such as 'cpu', 'cuda', 'cuda:1', 'mps' or 'meta', "
@@ -177,12 +177,19 @@ def to(obj: Any, device: str | int | torch.device, *, non_blocking: bool | None 
             raise _cycle_error(target, *cycle) from None
         raise
     except (RuntimeError, AssertionError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        reason = (str(e).splitlines() or [""])[0].rstrip(" .!")
+        if "meta" in reason.lower():
+            advice = (
+                "Meta tensors hold no data to copy: create the module on the target with "
+                "module.to_empty(device=...) and load the weights"
+            )
+        else:
+            advice = (
+                f"Check that {target} exists on this machine (torchplace info lists the "
+                "devices), or pick another device"
+            )
         raise RuntimeError(
-            f"could not move obj to {target}: torch said {reason!r}. Check that "
-            f"{target.type} is available on this machine (torchplace info lists the "
-            "devices) or pick another device; meta tensors hold no data and cannot be "
-            "copied (use module.to_empty(device=...) and load the weights)."
+            f"could not move obj to {target}: {type(e).__name__}: {reason}. {advice}."
         ) from e
 
 
@@ -410,19 +417,20 @@ def _listing(names: list[str]) -> str:
     return shown + (f" and {len(names) - _LISTED} more" if len(names) > _LISTED else "")
 
 
-def _attribute_fix(name: str, owners: dict[str, str]) -> str:
-    attr = name.rsplit(".", 1)[-1]
-    owner = owners[name]
+def _attribute_fix(names: list[str], owners: dict[str, str]) -> str:
+    attr = names[0].rsplit(".", 1)[-1]
+    owner = owners[names[0]]
+    others = " (likewise for the others)" if len(names) > 1 else ""
     if "[" in attr:  # a tensor inside a list or dict attribute
         return (
             "tensors kept in a plain list or dict attribute are not registered, so "
             f"model.to() leaves them behind: in {owner}.__init__ register each one with "
-            'self.register_buffer("name", tensor)'
+            f'self.register_buffer("name", tensor){others}'
         )
     return (
         "a plain tensor attribute is not a registered buffer, so model.to() leaves it "
         f'behind: in {owner}.__init__ write self.register_buffer("{attr}", tensor) instead '
-        f"of self.{attr} = tensor (persistent=False keeps it out of the state_dict)"
+        f"of self.{attr} = tensor{others} (persistent=False keeps it out of the state_dict)"
     )
 
 
@@ -439,6 +447,17 @@ def _check(
     inputs = [(n, t) for n, t, _ in iter_tensors(args, "args")]
     inputs += [(n, t) for n, t, _ in iter_tensors(kwargs, "kwargs")]
     attributes = list(_attribute_tensors(module))
+    if device is None:
+        # the common case, answered without counting bytes: everything on one device
+        seen = {
+            t.device
+            for group in (params, buffers, inputs)
+            for _, t in group
+            if t.dim() or t.device.type != "cpu"
+        }
+        seen.update(t.device for _, t, _, _ in attributes if t.dim() or t.device.type != "cpu")
+        if len(seen) <= 1:
+            return
 
     expected, why = device, "the device asked for"
     for source, what in ((params, "parameter"), (buffers, "buffer"), (inputs, "input")):
@@ -459,7 +478,7 @@ def _check(
     plain = [(n, t) for n, t, in_module, _ in attributes if not in_module]
     wrong_plain = [n for n, t in plain if not _is_on(t, expected)]
     if wrong_plain:
-        fix = _attribute_fix(wrong_plain[0], owners)
+        fix = _attribute_fix(wrong_plain, owners)
         groups.append(("attribute", "attributes", plain, fix))
     unregistered = [(n, t) for n, t, in_module, _ in attributes if in_module]
     groups.append(
@@ -514,7 +533,8 @@ def check_same_device(
     "Expected all tensors to be on the same device": ``model.to()`` leaves them
     behind), modules kept in plain lists or dicts, and the inputs (``args[0]``,
     ``kwargs['mask']``, nested: ``args[0]['labels']``). Every offender is named, with
-    the fix. 0-dim CPU tensors are allowed anywhere, as CUDA allows them.
+    the fix. 0-dim CPU tensors are allowed anywhere, as CUDA allows them. A model spread
+    over devices on purpose (pipeline stages, ``device_map``) is not what this checks.
 
     Args:
         module: The model about to run.
