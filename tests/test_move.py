@@ -308,7 +308,9 @@ def test_copy_out_of_meta_is_a_runtime_error_with_the_reason() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_unavailable_accelerator_is_a_runtime_error() -> None:
-    with pytest.raises(RuntimeError, match=r"could not move obj to cuda:0: .*available"):
+    with pytest.raises(
+        RuntimeError, match=r"could not move obj to cuda:0: .*Check that cuda:0 exists"
+    ):
         to([torch.ones(1)], "cuda:0")
 
 
