@@ -1,0 +1,543 @@
+"""The cost model: how long an operation takes on a device, by the roofline.
+
+Every aten operation is charged ``max(FLOPs / peak FLOP/s for its dtype, bytes /
+memory bandwidth) + launch overhead``, and the term that dominates is its *bound*
+(``"compute"``, ``"memory"`` or ``"launch"``). FLOPs come from PyTorch's own formulas
+(``torch.utils.flop_counter.flop_registry``, the rules ``FlopCounterMode`` uses: matmul,
+convolution, attention); every other operation does no counted FLOPs and is bound by
+memory or launch. Bytes are what the operation reads (each input's distinct elements)
+plus what it writes (each output), times the element size. Views and metadata
+operations (``view``, ``t``, ``expand``, ``as_strided``, ``detach``, ``empty`` ...) run
+no kernel and cost nothing (bound ``"none"``).
+
+Only shapes, strides and dtypes are read, never data, so the arguments may be meta
+tensors or fake tensors: the simulator calls :func:`op_cost` from a
+``TorchDispatchMode`` for every operation on a simulated device, and :func:`estimate`
+prices a whole forward and backward pass built on ``torch.device("meta")``.
+
+A roofline is a lower bound: real kernels rarely reach the peak, so measured times are
+longer than predicted (``benchmarks/validate_cost_model.py`` says by how much).
+
+Examples:
+    >>> import torch
+    >>> from torchplace.cost import Peaks, op_cost
+    >>> peaks = Peaks("toy", flops_per_s={"fp32": 1e12}, bandwidth_bytes_per_s=1e11)
+    >>> a, b = torch.empty(1024, 1024, device="meta"), torch.empty(1024, 1024, device="meta")
+    >>> c = op_cost(torch.ops.aten.mm.default, (a, b), {}, a @ b, peaks)
+    >>> c.flops, c.bytes, c.bound  # 2·1024³ FLOPs; reads a and b, writes the result
+    (2147483648.0, 12582912, 'compute')
+    >>> op_cost(torch.ops.aten.t.default, (a,), {}, a.t(), peaks).seconds
+    0.0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+from torch.utils.module_tracker import ModuleTracker
+
+if TYPE_CHECKING:
+    from torchplace.catalog import GPUSpec
+
+__all__ = [
+    "GPU_LAUNCH_SECONDS",
+    "PRECISIONS",
+    "TOP_LEVEL",
+    "Bound",
+    "OpCost",
+    "Peaks",
+    "StepEstimate",
+    "Totals",
+    "estimate",
+    "op_cost",
+    "precision_of",
+    "transfer_seconds",
+]
+
+Bound = Literal["compute", "memory", "launch", "none"]
+
+#: Per-kernel overhead charged to every GPU operation, in seconds. Eager PyTorch spends
+#: a few microseconds of CPU time per operation (Python, the dispatcher, the CUDA
+#: launch); 5 µs is the usual figure for a current host. A GPU kernel shorter than this
+#: leaves the GPU waiting for the CPU: the step is then bound by launch, not the GPU.
+GPU_LAUNCH_SECONDS = 5e-6
+
+#: Precision keys used for peak FLOP/s, as in the GPU catalog.
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+
+_aten = torch.ops.aten
+
+# Operations that run no kernel although their schema does not mark them as views.
+_NO_KERNEL = {
+    _aten._unsafe_view,
+    _aten.empty,
+    _aten.empty_like,
+    _aten.empty_strided,
+    _aten.sym_size,
+    _aten.sym_stride,
+    _aten.sym_numel,
+    _aten.sym_storage_offset,
+    _aten.is_same_size,
+    _aten.lift_fresh_copy,
+    _aten.set_,
+}
+
+# In-place operations that overwrite their first argument without reading it.
+_WRITE_ONLY = {
+    _aten.copy_,
+    _aten.fill_,
+    _aten.zero_,
+    _aten.normal_,
+    _aten.uniform_,
+    _aten.bernoulli_,
+    _aten.random_,
+    _aten.exponential_,
+}
+
+
+def precision_of(dtype: torch.dtype, *, tf32: bool = False) -> str:
+    """The precision key (``"fp32"``, ``"bf16"``, ...) whose peak prices ``dtype``.
+
+    Args:
+        dtype: the dtype an operation computes in.
+        tf32: whether float32 matrix products run on TF32 tensor cores
+            (``torch.backends.cuda.matmul.allow_tf32``).
+
+    Returns:
+        A key of :data:`PRECISIONS`. Integer, bool and complex dtypes are priced at the
+        fp32 (or fp64) rate: the catalog has no separate figure for them.
+
+    Examples:
+        >>> import torch
+        >>> precision_of(torch.bfloat16), precision_of(torch.float32, tf32=True)
+        ('bf16', 'tf32')
+    """
+    if dtype in (torch.float64, torch.complex128):
+        return "fp64"
+    if dtype == torch.bfloat16:
+        return "bf16"
+    if dtype == torch.float16:
+        return "fp16"
+    if "float8" in str(dtype):
+        return "fp8"
+    return "tf32" if tf32 and dtype == torch.float32 else "fp32"
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """What a device can do at best: the roofline's ceilings.
+
+    Attributes:
+        name: the device, for people ("NVIDIA H100 80GB HBM3", "cpu").
+        flops_per_s: dense peak FLOP/s per precision key (see :data:`PRECISIONS`).
+            ``"fp32"`` is required: it prices every dtype without its own figure.
+        bandwidth_bytes_per_s: memory bandwidth.
+        host_bandwidth_bytes_per_s: host link bandwidth per direction (``None`` for the
+            CPU itself, or where unknown).
+        launch_seconds: overhead charged to every operation that runs a kernel
+            (:data:`GPU_LAUNCH_SECONDS` for GPUs; measured for the CPU).
+        measured: ``True`` when the figures were measured on this machine, ``False``
+            when they come from a datasheet.
+        source: where the figures come from, for people.
+        memory_bytes: the memory that tensors can use, or ``None`` where unknown.
+
+    Examples:
+        >>> Peaks("toy", flops_per_s={"fp32": 1e12}, bandwidth_bytes_per_s=1e11).measured
+        False
+    """
+
+    name: str
+    flops_per_s: Mapping[str, float]
+    bandwidth_bytes_per_s: float
+    host_bandwidth_bytes_per_s: float | None = None
+    launch_seconds: float = GPU_LAUNCH_SECONDS
+    measured: bool = False
+    source: str = "given"
+    memory_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.flops_per_s) - set(PRECISIONS))
+        if unknown:
+            raise ValueError(
+                f"Peaks for {self.name!r} name unknown precisions {unknown}; "
+                f"use keys among {list(PRECISIONS)}."
+            )
+        if "fp32" not in self.flops_per_s:
+            raise ValueError(
+                f"Peaks for {self.name!r} have no fp32 peak FLOP/s (got "
+                f"{sorted(self.flops_per_s)}); give one: it prices every dtype without "
+                "a figure of its own."
+            )
+        bad = {k: v for k, v in self.flops_per_s.items() if not v > 0}
+        if bad or not self.bandwidth_bytes_per_s > 0:
+            raise ValueError(
+                f"Peaks for {self.name!r} must be positive: FLOP/s {dict(self.flops_per_s)}, "
+                f"bandwidth {self.bandwidth_bytes_per_s} bytes/s."
+            )
+        if self.launch_seconds < 0:
+            raise ValueError(
+                f"launch_seconds must be >= 0, got {self.launch_seconds} for {self.name!r}."
+            )
+
+    @classmethod
+    def from_spec(cls, spec: GPUSpec, *, launch_seconds: float = GPU_LAUNCH_SECONDS) -> Peaks:
+        """The datasheet peaks of a GPU from the catalog.
+
+        Args:
+            spec: a catalog row (``torchplace.catalog.lookup("H100")``).
+            launch_seconds: per-kernel overhead; :data:`GPU_LAUNCH_SECONDS` by default.
+
+        Raises:
+            ValueError: the catalog row has no fp32 peak FLOP/s, so no time can be
+                estimated for it.
+        """
+        flops = {k: float(v) for k, v in spec.peak_flops.items() if k in PRECISIONS}
+        if "fp32" not in flops:
+            raise ValueError(
+                f"The catalog has no fp32 peak FLOP/s for {spec.name}, so torchplace cannot "
+                "estimate times on it; pick a GPU whose catalog row has one."
+            )
+        memory = spec.torch_total_bytes or spec.memory_bytes
+        return cls(
+            name=spec.name,
+            flops_per_s=flops,
+            bandwidth_bytes_per_s=float(spec.bandwidth_bytes_per_s),
+            host_bandwidth_bytes_per_s=(
+                float(spec.host_bandwidth_bytes_per_s) if spec.host_bandwidth_bytes_per_s else None
+            ),
+            launch_seconds=launch_seconds,
+            measured=False,
+            source=f"catalog ({spec.key}, datasheet)",
+            memory_bytes=int(memory) if memory else None,
+        )
+
+    def flops_for(self, dtype: torch.dtype, *, tf32: bool = False) -> float:
+        """Peak FLOP/s for ``dtype``, falling back to fp32 where there is no own figure.
+
+        Examples:
+            >>> import torch
+            >>> p = Peaks("toy", flops_per_s={"fp32": 1e12, "bf16": 4e12},
+            ...           bandwidth_bytes_per_s=1e11)
+            >>> p.flops_for(torch.bfloat16), p.flops_for(torch.float16)
+            (4000000000000.0, 1000000000000.0)
+        """
+        key = precision_of(dtype, tf32=tf32)
+        return float(self.flops_per_s.get(key, self.flops_per_s["fp32"]))
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """The roofline price of one operation.
+
+    Attributes:
+        op: the aten operation, e.g. ``"aten.mm"``.
+        flops: floating-point operations (PyTorch's counting rules).
+        bytes: bytes read plus bytes written.
+        seconds: ``max(flops / peak, bytes / bandwidth) + launch``; 0 for views.
+        bound: which term dominates; ``"none"`` for operations that run no kernel.
+    """
+
+    op: str
+    flops: float
+    bytes: int
+    seconds: float
+    bound: Bound
+
+
+def _tensors(tree: Any) -> Iterator[torch.Tensor]:
+    leaves, _ = tree_flatten(tree)
+    return (x for x in leaves if isinstance(x, torch.Tensor))
+
+
+def _footprint_bytes(t: torch.Tensor) -> int:
+    """Bytes an operation reads from ``t``: broadcast (stride-0) dimensions count once."""
+    if t.layout != torch.strided:
+        return int(t.numel()) * t.element_size()
+    elements = math.prod(int(n) for n, s in zip(t.shape, t.stride(), strict=True) if int(s) != 0)
+    return elements * t.element_size() if t.numel() else 0
+
+
+def _bytes_moved(packet: Any, args: Any, kwargs: Any, out: Any) -> int:
+    outputs = list(_tensors(out))
+    written = {id(t) for t in outputs}
+    seen: set[int] = set()
+    read = 0
+    for t in _tensors((args, kwargs)):
+        if id(t) in seen or (packet in _WRITE_ONLY and id(t) in written):
+            continue
+        seen.add(id(t))
+        read += _footprint_bytes(t)
+    write = sum(int(t.numel()) * t.element_size() for t in {id(t): t for t in outputs}.values())
+    return read + write
+
+
+def _compute_dtype(args: Any, kwargs: Any, out: Any) -> torch.dtype:
+    for t in _tensors((args, kwargs, out)):
+        if t.is_floating_point():
+            return t.dtype
+    return torch.float32
+
+
+def op_cost(
+    func: Any,
+    args: Any,
+    kwargs: Mapping[str, Any] | None,
+    out: Any,
+    peaks: Peaks,
+    *,
+    tf32: bool = False,
+) -> OpCost:
+    """Price one aten operation on the device described by ``peaks``.
+
+    Args:
+        func: the aten overload (``torch.ops.aten.mm.default``), as a
+            ``TorchDispatchMode`` receives it.
+        args: its positional arguments (real, meta or fake tensors; only shapes,
+            strides and dtypes are read).
+        kwargs: its keyword arguments (``None`` or empty when there are none).
+        out: what it returned.
+        peaks: the device.
+        tf32: whether float32 matrix products run on TF32 tensor cores.
+
+    Returns:
+        The operation's :class:`OpCost`.
+
+    Examples:
+        >>> import torch
+        >>> peaks = Peaks("toy", flops_per_s={"fp32": 1e12}, bandwidth_bytes_per_s=1e11,
+        ...               launch_seconds=0.0)
+        >>> a = torch.empty(1000, device="meta")
+        >>> c = op_cost(torch.ops.aten.add.Tensor, (a, a), {}, a + a, peaks)
+        >>> c.bytes, c.bound, c.seconds  # a is read once, the result written once
+        (8000, 'memory', 8e-08)
+    """
+    kwargs = kwargs or {}
+    packet = getattr(func, "overloadpacket", func)
+    name = str(packet)
+    if getattr(func, "is_view", False) or packet in _NO_KERNEL:
+        return OpCost(name, 0.0, 0, 0.0, "none")
+    flops = 0.0
+    count = flop_registry.get(packet)
+    if count is not None:
+        flops = float(count(*args, **kwargs, out_val=out))
+    nbytes = _bytes_moved(packet, args, kwargs, out)
+    compute = flops / peaks.flops_for(_compute_dtype(args, kwargs, out), tf32=tf32)
+    memory = nbytes / peaks.bandwidth_bytes_per_s
+    bound: Bound
+    if peaks.launch_seconds > max(compute, memory):
+        bound = "launch"
+    else:
+        bound = "compute" if compute > memory else "memory"
+    return OpCost(name, flops, nbytes, max(compute, memory) + peaks.launch_seconds, bound)
+
+
+def transfer_seconds(nbytes: int, peaks: Peaks, direction: Literal["h2d", "d2h"] = "h2d") -> float:
+    """Seconds to copy ``nbytes`` between host and device over the host link.
+
+    Priced at the link's peak per-direction bandwidth plus one launch overhead: what a
+    copy from pinned host memory can reach. Pageable memory is slower (it is staged
+    through a pinned buffer); ``torchplace bench`` measures both on a real GPU.
+
+    Args:
+        nbytes: bytes to copy.
+        peaks: the device (its ``host_bandwidth_bytes_per_s`` is used).
+        direction: ``"h2d"`` (host to device) or ``"d2h"``; the catalog gives one
+            figure per direction, the same both ways.
+
+    Raises:
+        ValueError: ``direction`` is not one of the two, ``nbytes`` is negative, or the
+            device has no host link figure.
+
+    Examples:
+        >>> p = Peaks("toy", flops_per_s={"fp32": 1e12}, bandwidth_bytes_per_s=1e11,
+        ...           host_bandwidth_bytes_per_s=25e9, launch_seconds=0.0)
+        >>> transfer_seconds(50 * 10**9, p, "h2d")
+        2.0
+    """
+    if direction not in ("h2d", "d2h"):
+        raise ValueError(f"direction must be 'h2d' or 'd2h', got {direction!r}.")
+    if nbytes < 0:
+        raise ValueError(f"nbytes must be >= 0, got {nbytes}.")
+    if not peaks.host_bandwidth_bytes_per_s:
+        raise ValueError(
+            f"{peaks.name} has no host link bandwidth, so a transfer cannot be priced; "
+            "give Peaks a host_bandwidth_bytes_per_s."
+        )
+    return nbytes / peaks.host_bandwidth_bytes_per_s + peaks.launch_seconds
+
+
+@dataclass
+class Totals:
+    """Seconds, FLOPs, bytes and operation count summed over some operations.
+
+    Attributes:
+        seconds: total time.
+        flops: total FLOPs.
+        bytes: total bytes moved.
+        ops: number of operations that ran a kernel.
+        seconds_by_bound: time split by what bounds it.
+    """
+
+    seconds: float = 0.0
+    flops: float = 0.0
+    bytes: int = 0
+    ops: int = 0
+    seconds_by_bound: dict[str, float] = field(default_factory=dict)
+
+    def add(self, cost: OpCost) -> None:
+        """Add one operation (views add nothing)."""
+        if cost.bound == "none":
+            return
+        self.seconds += cost.seconds
+        self.flops += cost.flops
+        self.bytes += cost.bytes
+        self.ops += 1
+        self.seconds_by_bound[cost.bound] = self.seconds_by_bound.get(cost.bound, 0.0) + (
+            cost.seconds
+        )
+
+    @property
+    def bound(self) -> Bound:
+        """The bound that accounts for most of the time (``"none"`` when empty)."""
+        if not self.seconds_by_bound:
+            return "none"
+        return max(self.seconds_by_bound.items(), key=lambda kv: kv[1])[0]  # type: ignore[return-value]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "seconds": self.seconds,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "ops": self.ops,
+            "bound": self.bound,
+            "seconds_by_bound": dict(self.seconds_by_bound),
+        }
+
+
+#: The scope of operations run outside any module.
+TOP_LEVEL = "(outside modules)"
+
+
+class StepEstimate:
+    """Accumulates :class:`OpCost` into a step's time, by bound, by module and by op.
+
+    Args:
+        peaks: the device the costs were priced on (named in :meth:`to_dict`).
+
+    Examples:
+        >>> est = StepEstimate()
+        >>> est.add(OpCost("aten.mm", 2e9, 12_000_000, 3e-3, "compute"), "fc1")
+        >>> est.add(OpCost("aten.relu", 0.0, 8_000_000, 1e-3, "memory"), "act")
+        >>> round(est.seconds, 6), est.total.bound, est.scopes["act"].bound
+        (0.004, 'compute', 'memory')
+    """
+
+    def __init__(self, peaks: Peaks | None = None) -> None:
+        self.peaks = peaks
+        self.total = Totals()
+        self.scopes: dict[str, Totals] = {}
+        self.ops: dict[str, Totals] = {}
+
+    def add(self, cost: OpCost, scope: str | None = None) -> None:
+        """Count one operation, attributed to module ``scope`` (``None``: no module)."""
+        if cost.bound == "none":
+            return
+        self.total.add(cost)
+        self.scopes.setdefault(scope or TOP_LEVEL, Totals()).add(cost)
+        self.ops.setdefault(cost.op, Totals()).add(cost)
+
+    @property
+    def seconds(self) -> float:
+        """Total estimated seconds."""
+        return self.total.seconds
+
+    @property
+    def flops(self) -> float:
+        """Total FLOPs."""
+        return self.total.flops
+
+    @property
+    def bytes(self) -> int:
+        """Total bytes moved."""
+        return self.total.bytes
+
+    def top_ops(self, n: int = 10) -> list[tuple[str, Totals]]:
+        """The ``n`` operations (by aten name) that take the most time."""
+        return sorted(self.ops.items(), key=lambda kv: kv[1].seconds, reverse=True)[:n]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: device, totals, scopes in order of first use, top ops."""
+        p = self.peaks
+        return {
+            "device": None if p is None else p.name,
+            "measured_peaks": None if p is None else p.measured,
+            **self.total.to_dict(),
+            "scopes": {k: v.to_dict() for k, v in self.scopes.items()},
+            "top_ops": [{"op": k, **v.to_dict()} for k, v in self.top_ops()],
+        }
+
+
+def _innermost(parents: set[str]) -> str | None:
+    named = [p for p in parents if p != "Global"]
+    return max(named, key=lambda p: (p.count("."), p)) if named else None
+
+
+class _CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    def __init__(
+        self, peaks: Peaks, tf32: bool, into: StepEstimate, tracker: ModuleTracker
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self._peaks, self._tf32, self._into, self._tracker = peaks, tf32, into, tracker
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        cost = op_cost(func, args, kwargs, out, self._peaks, tf32=self._tf32)
+        self._into.add(cost, _innermost(self._tracker.parents))
+        return out
+
+
+def estimate(
+    fn: Callable[..., Any], *args: Any, peaks: Peaks, tf32: bool = False, **kwargs: Any
+) -> StepEstimate:
+    """Run ``fn(*args, **kwargs)`` and price every aten operation it runs on ``peaks``.
+
+    Run it on meta tensors to price a model that would not fit here: nothing is
+    computed and no memory is allocated. Operations are attributed to the innermost
+    module running them (``torch.utils.module_tracker.ModuleTracker`` names such as
+    ``"MLP.fc1"``), backward included.
+
+    Args:
+        fn: the callable, e.g. a function doing forward and backward.
+        *args: passed to ``fn``.
+        peaks: the device to price on (``Peaks.from_spec(torchplace.catalog.lookup("H100"))``).
+        tf32: whether float32 matrix products run on TF32 tensor cores.
+        **kwargs: passed to ``fn``.
+
+    Returns:
+        The :class:`StepEstimate`.
+
+    Examples:
+        >>> import torch
+        >>> with torch.device("meta"):
+        ...     model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU())
+        ...     x = torch.empty(64, 512)
+        >>> peaks = Peaks("toy", flops_per_s={"fp32": 1e12}, bandwidth_bytes_per_s=1e11)
+        >>> est = estimate(lambda: model(x).sum().backward(), peaks=peaks)
+        >>> est.flops == 2 * (2 * 64 * 512 * 512)  # forward and weight gradient
+        True
+        >>> sorted(est.scopes)
+        ['(outside modules)', 'Sequential.0', 'Sequential.1']
+    """
+    into = StepEstimate(peaks)
+    tracker = ModuleTracker()
+    with tracker, _CostMode(peaks, tf32, into, tracker):
+        fn(*args, **kwargs)
+    return into
