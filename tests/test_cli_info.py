@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import torchplace.devices as tpd
+import torchplace._devices as tpd
 from torchplace._cli import info
 
 GIB = 1024**3

@@ -1,4 +1,4 @@
-"""torchplace.devices: discovery, the spec parser, auto selection and every error.
+"""torchplace._devices: discovery, the spec parser, auto selection and every error.
 
 CUDA, MPS, XPU and NVML are exercised on a CPU machine by patching the module's seams
 (one small function per hardware query) with fakes.
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import torch
 
-import torchplace.devices as tpd
-from torchplace.devices import DeviceInfo, GpuProcess, auto_choice, device, devices, explain_auto
+import torchplace._devices as tpd
+from torchplace._devices import DeviceInfo, GpuProcess, auto_choice, device, devices, explain_auto
 
 GIB = 1024**3
 
@@ -726,7 +726,7 @@ def test_build_kind(
 
 def test_import_and_cpu_only_discovery_do_not_import_torch() -> None:
     code = (
-        "import sys, torchplace.devices as d\n"
+        "import sys, torchplace._devices as d\n"
         "assert 'torch' not in sys.modules, 'import'\n"
         "b = d.torch_build(); d.devices(); d.auto_choice()\n"
         "print(b.cpu_only, 'torch' in sys.modules)\n"

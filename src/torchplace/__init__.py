@@ -21,9 +21,10 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it (imported lazily, see __getattr__)
 _EXPORTS: dict[str, str] = {
-    "DeviceInfo": "torchplace.devices",
-    "devices": "torchplace.devices",
-    "device": "torchplace.devices",
+    "DeviceInfo": "torchplace._devices",
+    "devices": "torchplace._devices",
+    "device": "torchplace._devices",
+    "explain_auto": "torchplace._devices",
     "to": "torchplace.move",
     "where": "torchplace.move",
     "Placement": "torchplace.move",
@@ -43,7 +44,7 @@ __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
     from torchplace import catalog, memory
-    from torchplace.devices import DeviceInfo, device, devices
+    from torchplace._devices import DeviceInfo, device, devices, explain_auto
     from torchplace.move import (
         DeviceMismatchError,
         Placement,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from torchplace import __version__
-from torchplace.devices import (
+from torchplace._devices import (
     TorchBuild,
     auto_choice,
     devices,

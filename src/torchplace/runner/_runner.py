@@ -12,8 +12,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.optim import Optimizer
 
-from torchplace.devices import device as _resolve_device
-from torchplace.devices import explain_auto as _explain_auto
+from torchplace._devices import device as _resolve_device
+from torchplace._devices import explain_auto as _explain_auto
 from torchplace.move import check_same_device as _check_same_device
 from torchplace.move import to as _move_to
 from torchplace.runner import _distributed

@@ -15,7 +15,7 @@ creates one). Every hardware query is one small private function so that tests c
 patch it.
 
 Examples:
-    >>> from torchplace.devices import device, devices
+    >>> from torchplace._devices import device, devices
     >>> devices()[0].type  # the CPU is always listed first
     'cpu'
     >>> device("cpu")
