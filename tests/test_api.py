@@ -9,12 +9,13 @@ import torchplace
 
 
 def test_every_exported_name_resolves() -> None:
+    assert set(torchplace.__all__) == {*torchplace._EXPORTS, "__version__"}
     for name in torchplace.__all__:
         assert getattr(torchplace, name) is not None, name
 
 
 def test_functions_are_not_shadowed_by_modules() -> None:
-    import torchplace._cli.info  # noqa: F401  (imports the device module)
+    import torchplace._cli.info  # imports the device module
 
     assert callable(torchplace.devices) and callable(torchplace.device)
     assert torchplace.device("cpu").type == "cpu"

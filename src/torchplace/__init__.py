@@ -40,7 +40,26 @@ _EXPORTS: dict[str, str] = {
     "load": "torchplace.runner",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "DeviceInfo",
+    "DeviceMismatchError",
+    "Placement",
+    "Runner",
+    "SimReport",
+    "__version__",
+    "catalog",
+    "check_same_device",
+    "device",
+    "devices",
+    "explain_auto",
+    "guard_same_device",
+    "load",
+    "memory",
+    "save",
+    "simulate",
+    "to",
+    "where",
+]
 
 if TYPE_CHECKING:
     from torchplace import catalog, memory
