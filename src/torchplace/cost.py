@@ -490,11 +490,11 @@ def _innermost(parents: set[str]) -> str | None:
     return max(named, key=lambda p: (p.count("."), p)) if named else None
 
 
-class _CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+class _CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call, unused-ignore]
     def __init__(
         self, peaks: Peaks, tf32: bool, into: StepEstimate, tracker: ModuleTracker
     ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
+        super().__init__()  # type: ignore[no-untyped-call, unused-ignore]
         self._peaks, self._tf32, self._into, self._tracker = peaks, tf32, into, tracker
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
