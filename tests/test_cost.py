@@ -255,3 +255,12 @@ def test_estimate_runs_real_tensors_too() -> None:
     est = estimate(lambda: seen.append(a @ b), peaks=peaks)
     assert torch.equal(seen[0], torch.full((4, 4), 4.0))
     assert est.flops == 2 * 4**3 and list(est.scopes) == [TOP_LEVEL]
+
+
+def test_cpu_flash_attention_uses_pytorchs_sdpa_formula() -> None:
+    peaks = Peaks("toy", flops_per_s={"fp32": 1e12}, bandwidth_bytes_per_s=1e11)
+    b, h, s, d = 2, 4, 128, 64
+    q = torch.randn(b, h, s, d)
+    est = estimate(torch.nn.functional.scaled_dot_product_attention, q, q, q, peaks=peaks)
+    assert "aten._scaled_dot_product_flash_attention_for_cpu" in est.ops
+    assert est.flops == 2 * (2 * b * h * s * s * d)  # q @ kᵀ and attention @ v

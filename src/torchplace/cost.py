@@ -89,6 +89,15 @@ _NO_KERNEL = {
     _aten.set_,
 }
 
+# CPU attention kernels that PyTorch's FLOP registry does not list, priced by the
+# registry's formula for the CUDA kernel with the same arguments and the same math.
+_FLOP_ALIASES = {
+    _aten._scaled_dot_product_flash_attention_for_cpu: (_aten._scaled_dot_product_flash_attention),
+    _aten._scaled_dot_product_flash_attention_for_cpu_backward: (
+        _aten._scaled_dot_product_flash_attention_backward
+    ),
+}
+
 # In-place operations that overwrite their first argument without reading it.
 _WRITE_ONLY = {
     _aten.copy_,
@@ -324,7 +333,7 @@ def op_cost(
     if getattr(func, "is_view", False) or packet in _NO_KERNEL:
         return OpCost(name, 0.0, 0, 0.0, "none")
     flops = 0.0
-    count = flop_registry.get(packet)
+    count = flop_registry.get(_FLOP_ALIASES.get(packet, packet))
     if count is not None:
         flops = float(count(*args, **kwargs, out_val=out))
     nbytes = _bytes_moved(packet, args, kwargs, out)

@@ -242,8 +242,12 @@ def plot(result: BenchResult, path: str | Path) -> Path:
     groups = [g for g in (*OPS, "copy") if any(_group(r) == g for r in result.rows)]
     if not groups:
         raise ValueError("there is nothing to plot: the run produced no rows.")
-    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4.5), squeeze=False)
-    for ax, group in zip(axes[0], groups, strict=True):
+    cols = min(2, len(groups))
+    nrows = -(-len(groups) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(7 * cols, 5 * nrows), squeeze=False)
+    for ax in axes.flat[len(groups) :]:
+        ax.set_visible(False)
+    for ax, group in zip(axes.flat, groups, strict=False):
         series: dict[tuple[str, str, bool], list[Row]] = {}
         for r in result.rows:
             if _group(r) == group:
