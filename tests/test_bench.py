@@ -313,3 +313,35 @@ def test_plot_error_names_the_extra(monkeypatch: pytest.MonkeyPatch, fast: None)
     assert info.value.hint == "pip install 'torchplace[plot]'"  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError, match="matplotlib"):
         report.plot(_run(ops=["elementwise"]), "never-written.png")
+
+
+def test_an_operation_torch_refuses_is_skipped_with_its_message(
+    fast: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: Workload, *inputs: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("\"addmm_impl_cpu_\" not implemented for 'Half'\nmore detail")
+
+    monkeypatch.setattr(Workload, "__call__", refuse)
+    result = _run(ops=["matmul"])
+    assert result.rows == []
+    assert any(
+        n == "skipped matmul fp32 64×64 on cpu: torch says: "
+        "\"addmm_impl_cpu_\" not implemented for 'Half'."
+        for n in result.notes
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
+def test_real_gpu_rows_transfers_and_copies() -> None:
+    result = suite.run_bench(
+        devices=["cpu", "cuda:0"], ops=["matmul"], quick=True, limit=2, max_run_time=0.1
+    )
+    gpu = [r for r in result.rows if r.device == "cuda:0"]
+    matmul = [r for r in gpu if r.op == "matmul"]
+    assert matmul and all(not r.projected and r.runs and r.runs >= 5 for r in matmul)
+    assert all(r.seconds_with_transfer and r.seconds_with_transfer > r.seconds for r in matmul)
+    assert all(r.speedup_with_transfer is not None for r in matmul)
+    copies = {(r.op, r.variant) for r in gpu if r.op.startswith("copy")}
+    assert copies == {(op, v) for op in ("copy_h2d", "copy_d2h") for v in ("pinned", "pageable")}
+    assert result.break_even and all(not b.projected for b in result.break_even)
