@@ -61,6 +61,11 @@ def format_rate(value: float, metric: str) -> str:
     return f"{value / 1e9:.3g} G{unit}"
 
 
+def _percent(fraction: float) -> str:
+    pct = 100 * fraction
+    return f"{pct:,.0f}%" if pct >= 100 else f"{pct:.3g}%"
+
+
 def _group(row: Row) -> str:
     return "copy" if row.op.startswith("copy") else row.op
 
@@ -113,7 +118,7 @@ def _op_table(result: BenchResult, group: str, rows: list[Row]) -> Table:
 
     for r in sorted(rows, key=key):
         spread = "" if r.iqr_seconds is None else f" ± {format_seconds(r.iqr_seconds)}"
-        peak = "-" if r.peak_fraction is None else f"{100 * r.peak_fraction:.3g}%"
+        peak = "-" if r.peak_fraction is None else _percent(r.peak_fraction)
         if r.peak_fraction is not None and r.peak_source == "measured":
             peak += "*"
         cells: list[str | Text] = [
