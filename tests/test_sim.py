@@ -205,3 +205,13 @@ def test_error_inside_the_block_is_recorded_and_reraised() -> None:
         torch.ones(2, device="cuda") + torch.ones(2)
     assert report.error is not None
     assert report.error["type"] == "RuntimeError" and report.error["file"] == __file__
+
+
+def test_dropout_keeps_a_bool_mask_as_cuda_does() -> None:
+    with simulate("H100"):
+        x = torch.randn(1024, 1024, device="cuda", requires_grad=True)
+        base = torch.cuda.memory_allocated()
+        y = nn.functional.dropout(x, 0.1, training=True)
+        # output (4 MiB) + a bool mask (1 MiB), not a float mask (4 MiB)
+        assert torch.cuda.memory_allocated() - base == 5 * MiB
+        y.sum().backward()

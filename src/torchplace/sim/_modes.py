@@ -261,6 +261,7 @@ class SimFunctionMode(TorchFunctionMode):
             t.__repr__: self._repr,
             t.__format__: self._format,
             F.scaled_dot_product_attention: self._sdpa,
+            F.dropout: self._dropout,
         }
         for f in (t.backward, torch.autograd.backward, torch.autograd.grad):
             self._handlers[f] = functools.partial(self._backward, f)
@@ -577,6 +578,17 @@ class SimFunctionMode(TorchFunctionMode):
                 scale=scale,
                 enable_gqa=enable_gqa,
             )
+
+    def _dropout(
+        self, input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+    ) -> torch.Tensor:
+        """CUDA's fused dropout keeps a bool mask; the CPU path (which meta tensors would
+        take) keeps one in the input's dtype (aten/src/ATen/native/Dropout.cpp)."""
+        label = self._label(input)
+        if label is None or inplace or not training or not 0 < p < 1 or input.numel() == 0:
+            return F.dropout(input, p, training, inplace)
+        with self._on(label):
+            return torch.native_dropout(input, p, True)[0]
 
     def _backward(self, func: Any, *args: Any, **kwargs: Any) -> Any:
         label = None
