@@ -148,6 +148,10 @@ def _launch_plan(args: argparse.Namespace, visible: int) -> tuple[list[str], dic
     torchrun = ["--nproc-per-node", str(procs), *_rendezvous(args)]
     if args.max_restarts:
         torchrun += ["--max-restarts", str(args.max_restarts)]
+        # torchrun shares its rendezvous store with the workers, and a restarted worker
+        # group can read the dead group's addresses from it and fail to connect
+        # (pytorch/pytorch#135712, #167288): give every attempt a fresh store.
+        env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     if args.module:
         torchrun.append("-m")
     command = [sys.executable, "-m", "torch.distributed.run", *torchrun, args.target, *args.args]
@@ -228,6 +232,11 @@ def _visible_text() -> str:
 
 
 def _visible_gpus() -> int:
+    from torchplace._devices import torch_build
+
+    build = torch_build()
+    if build.cuda is None and build.hip is None:
+        return 0  # a CPU-only torch: no need to import it (a second or two)
     import torch
 
     return torch.cuda.device_count()

@@ -8,6 +8,7 @@ This module reads them, starts and ends the process group, and unwraps DDP model
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 import torch
@@ -15,6 +16,8 @@ import torch.distributed as dist
 from torch import nn
 
 __all__ = ["unwrap"]
+
+_SETTLE_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,12 @@ def _start_group(backend: str, device: torch.device, place: _Place) -> None:
 def _end_group() -> None:
     if _group_ready():
         dist.destroy_process_group()
+        # A gloo worker thread may still be dropping its reference to the last collective's
+        # tensors, which takes the GIL. If the interpreter is already finalizing by then,
+        # the thread is cancelled inside C++ and the process aborts ("terminate called
+        # without an active exception", pytorch/pytorch#190489) after a successful run.
+        # Giving up the GIL for a moment lets those threads finish while Python is alive.
+        time.sleep(_SETTLE_SECONDS)
 
 
 def _comm_device() -> torch.device:
