@@ -201,7 +201,8 @@ def _train(
     say(f"device     {runner.device}: {runner.device_reason}")
     say(
         f"job        {runner.world_size} process{'es' if runner.world_size > 1 else ''}, "
-        f"precision {runner.precision}, batch {batch_size} per process, {epochs} epochs"
+        f"precision {runner.precision}, batch {batch_size} per process, "
+        f"{epochs} epoch{'s' if epochs != 1 else ''}"
     )
     torch.manual_seed(seed)  # the same initial weights in every process
     net = DigitsNet()

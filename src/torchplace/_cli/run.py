@@ -3,11 +3,11 @@ visible GPU, or N CPU processes with the gloo backend. Each process finds its pl
 (RANK, LOCAL_RANK, WORLD_SIZE) in its environment; torchplace.Runner reads it.
 
 examples:
-  torchplace run train.py --lr 0.1           one process per visible GPU (1 CPU process without)
-  torchplace run --gpus 2 train.py            two GPUs
-  torchplace run --procs 2 -m torchplace.demo two CPU processes (gloo), GPUs hidden
-  torchplace run --max-restarts 3 train.py    restart all workers when one fails
-  torchplace run --nodes 2 --node-rank 0 --rdzv-endpoint host0:29400 train.py
+  torchplace run train.py --lr 0.1             one process per visible GPU (1 CPU process without)
+  torchplace run --gpus 2 train.py             two GPUs
+  torchplace run --procs 2 -m torchplace.demo  two CPU processes (gloo), GPUs hidden from them
+  torchplace run --max-restarts 3 train.py     restart all workers when one fails
+  torchplace run --nodes 2 --node-rank 0 --rdzv-endpoint host0:29400 train.py  (node 1: rank 1)
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ Examples:
     >>> p = resolve_precision("bf16-mixed", torch.device("cpu"))
     >>> p.name, p.dtype, p.grad_scaler()
     ('bf16-mixed', torch.bfloat16, None)
-    >>> resolve_precision("16-mixed", torch.device("cpu"))
+    >>> resolve_precision("16-mixed", torch.device("cpu"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: precision '16-mixed' (float16 autocast with a GradScaler) needs a CUDA GPU, ...
