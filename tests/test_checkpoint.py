@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from torchplace.runner import load, save
+from torchplace.runner import checkpoint, load, save
 
 
 def _net(seed: int = 0) -> nn.Module:
@@ -98,6 +98,29 @@ def test_load_restores_python_numpy_and_torch_random_states(tmp_path: Path) -> N
     got = (random.random(), np.random.rand(), torch.rand(3))
     assert got[:2] == expected[:2]
     assert torch.equal(got[2], expected[2])
+
+
+def test_cuda_generator_states_are_kept_once_cuda_is_in_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = [torch.tensor([1, 2], dtype=torch.uint8), torch.tensor([3, 4], dtype=torch.uint8)]
+    restored: list[torch.Tensor] = []
+    monkeypatch.setattr(checkpoint, "_cuda_initialized", lambda: True)
+    monkeypatch.setattr(checkpoint, "_cuda_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: states)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", restored.extend)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # loaded where 1 GPU is visible
+    save(tmp_path / "gpu.pt", step=1)
+    load(tmp_path / "gpu.pt")
+    assert len(restored) == 1 and torch.equal(restored[0], states[0])
+
+    def started() -> None:
+        raise AssertionError("reading CUDA's generator states would start CUDA")
+
+    monkeypatch.setattr(checkpoint, "_cuda_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", started)
+    save(tmp_path / "cpu.pt", step=2)
+    assert "cuda" not in torch.load(tmp_path / "cpu.pt", weights_only=True)["rng"][0]
 
 
 def test_a_ddp_model_is_saved_without_the_module_prefix_and_loads_either_way(

@@ -3,7 +3,7 @@
 ``save(path, **state)`` writes every object that has a ``state_dict()`` (models, unwrapped
 from DDP; optimizers; GradScalers; LR schedulers) and every plain value (numbers,
 strings, tensors, and lists/dicts of them), plus the random number generator states of
-every process (Python, NumPy when installed, torch CPU, CUDA when available).
+every process (Python, NumPy when installed, torch CPU, and CUDA once the process uses it).
 ``load(path, **state)`` fills the given objects in place, restores the random states, and
 returns the plain values.
 
@@ -355,7 +355,7 @@ def _rng_state() -> dict[str, Any]:
             "has_gauss": int(np_state["has_gauss"]),
             "gauss": float(np_state["gauss"]),
         }
-    if _cuda_available():
+    if _cuda_initialized():  # reading the states would otherwise start CUDA in this process
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
@@ -388,9 +388,8 @@ def _restore_rng(states: list[dict[str, Any]]) -> None:
                 "gauss": saved["gauss"],
             }
         )
-    if "cuda" in state and _cuda_available():
-        cuda_states = state["cuda"][: torch.cuda.device_count()]
-        torch.cuda.set_rng_state_all(cuda_states)
+    if "cuda" in state and _cuda_available():  # applied when CUDA starts, if it has not yet
+        torch.cuda.set_rng_state_all(state["cuda"][: torch.cuda.device_count()])
 
 
 # --- seams ------------------------------------------------------------------------------
@@ -406,3 +405,7 @@ def _numpy_random() -> Any:
 
 def _cuda_available() -> bool:
     return torch.cuda.is_available()
+
+
+def _cuda_initialized() -> bool:
+    return torch.cuda.is_initialized()
