@@ -51,8 +51,10 @@ class Runner:
         backend: the process group backend; default NCCL for GPUs, gloo for the CPU.
 
     Raises:
-        ValueError: a device or precision that cannot be used (the message says what can).
-        RuntimeError: a job whose process group cannot be joined.
+        ValueError: a malformed device spec, or a precision the device cannot do (the
+            message says which to use).
+        RuntimeError: the device is not available here, or the job's process group
+            cannot be joined (the message says why and what to do).
 
     Examples:
         >>> import torch
