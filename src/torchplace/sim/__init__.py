@@ -34,7 +34,7 @@ from torch.nn.modules import module as _module
 from torch.optim import optimizer as _optimizer
 
 from torchplace import catalog
-from torchplace.cost import OpCost, Peaks, StepEstimate, op_cost, transfer_seconds
+from torchplace.cost import Peaks, StepEstimate, op_cost
 from torchplace.memory import parse_size
 from torchplace.sim._cuda_api import patched_torch
 from torchplace.sim._modes import SimDispatchMode, SimFunctionMode
@@ -117,16 +117,6 @@ def simulate(
         scope = state.scopes[-1] if state.scopes else None
         state.estimates[label].add(op_cost(func, args, kwargs, out, peaks, tf32=tf32), scope)
 
-    real_transfer = state.transfer
-
-    def transfer(kind: str, nbytes: int) -> None:
-        real_transfer(kind, nbytes)
-        if kind != "d2d":
-            seconds = transfer_seconds(nbytes, peaks, "h2d" if kind == "h2d" else "d2h")
-            cost = OpCost(f"copy {kind}", 0.0, nbytes, seconds, "memory")
-            state.estimates[state.current].add(cost, None)
-
-    state.transfer = transfer  # type: ignore[method-assign]
     dispatch = SimDispatchMode(state, on_op)
     fmode = SimFunctionMode(state, dispatch)
     names: dict[int, str] = {}

@@ -514,7 +514,16 @@ class SimFunctionMode(TorchFunctionMode):
         enable_gqa: bool = False,
     ) -> torch.Tensor:
         label = self._label(query)
-        if label is None:
+        if label is not None:
+            if torch.is_autocast_enabled("cuda"):
+                (query, key, value), _ = _autocast.cast_to(
+                    (query, key, value), torch.get_autocast_dtype("cuda"), self.autocast_cache
+                )
+            out = self._fused_sdpa(label, query, key, value, attn_mask, dropout_p, is_causal, scale)
+            if out is not None:
+                return out
+            self.state.note("scaled_dot_product_attention: math kernel (as on the GPU)")
+        with self._on(label):
             return F.scaled_dot_product_attention(
                 query,
                 key,
@@ -525,37 +534,37 @@ class SimFunctionMode(TorchFunctionMode):
                 scale=scale,
                 enable_gqa=enable_gqa,
             )
-        if torch.is_autocast_enabled("cuda"):
-            (query, key, value), _ = _autocast.cast_to(
-                (query, key, value), torch.get_autocast_dtype("cuda"), self.autocast_cache
-            )
+
+    def _fused_sdpa(
+        self,
+        label: int,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attn_mask: torch.Tensor | None,
+        dropout_p: float,
+        is_causal: bool,
+        scale: float | None,
+    ) -> torch.Tensor | None:
+        """The flash or memory-efficient kernel where CUDA would pick one, else None."""
         spec = self.state.devices[label].spec
         major = spec.compute_capability[0] if spec.compute_capability else 0
-        same_heads = query.shape[1] == key.shape[1] if query.dim() == 4 else False
-        head_dim = query.shape[-1]
+        if query.dim() != 4 or query.shape[1] != key.shape[1] or query.shape[-1] % 8:
+            return None
         needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
         with self._on(label):
             if (
                 torch.backends.cuda.flash_sdp_enabled()
-                and query.dim() == 4
-                and same_heads
                 and attn_mask is None
                 and query.dtype in (torch.float16, torch.bfloat16)
-                and head_dim <= 256
-                and head_dim % 8 == 0
+                and query.shape[-1] <= 256
                 and major >= 8
             ):
                 self.state.note("scaled_dot_product_attention: flash kernel (as on the GPU)")
                 return _aten._scaled_dot_product_flash_attention(
                     query, key, value, dropout_p, is_causal, scale=scale
                 )[0]
-            if (
-                torch.backends.cuda.mem_efficient_sdp_enabled()
-                and query.dim() == 4
-                and same_heads
-                and head_dim % 8 == 0
-                and major >= 5
-            ):
+            if torch.backends.cuda.mem_efficient_sdp_enabled() and major >= 5:
                 bias = attn_mask
                 if bias is not None and bias.dtype == torch.bool:
                     bias = torch.zeros(bias.shape, dtype=query.dtype, device=_META).masked_fill(
@@ -567,17 +576,7 @@ class SimFunctionMode(TorchFunctionMode):
                 return _aten._scaled_dot_product_efficient_attention(
                     query, key, value, bias, needs_grad, dropout_p, is_causal, scale=scale
                 )[0]
-            self.state.note("scaled_dot_product_attention: math kernel (as on the GPU)")
-            return F.scaled_dot_product_attention(
-                query,
-                key,
-                value,
-                attn_mask,
-                dropout_p,
-                is_causal,
-                scale=scale,
-                enable_gqa=enable_gqa,
-            )
+        return None
 
     def _dropout(
         self, input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torchplace.memory import format_bytes
+from torchplace.cost import OpCost, transfer_seconds
 from torchplace.sim.allocator import AllocatorOOM, CachingAllocatorModel
 
 if TYPE_CHECKING:
@@ -98,12 +98,16 @@ class SimDevice:
     capacity: int
     context_bytes: int
     allocator: CachingAllocatorModel
-    allocated: int = 0  # live storage bytes, 512-rounded (what memory_allocated reports)
-    peak_allocated: int = 0
+    peak_allocated: int = 0  # over the whole run (torch.cuda.reset_peak_memory_stats keeps it)
     peak_breakdown: dict[str, int] = field(default_factory=dict)
     peak_scopes: dict[str, int] = field(default_factory=dict)
     cublas_ready: bool = False
     snapshot_at: int = 0
+
+    @property
+    def allocated(self) -> int:
+        """Live storage bytes, 512-rounded (what ``torch.cuda.memory_allocated`` reports)."""
+        return self.allocator.allocated_bytes
 
 
 @dataclass
@@ -188,7 +192,6 @@ class SimState:
                 "message": e.message(dev.index),
             }
             raise torch.OutOfMemoryError(e.message(dev.index)) from None
-        dev.allocated = dev.allocator.allocated_bytes
         return handle
 
     def ensure_cublas_workspace(self, device: int) -> None:
@@ -206,7 +209,6 @@ class SimState:
         if rec is not None:
             dev = self.devices[rec.device]
             dev.allocator.free(rec.handle)
-            dev.allocated = dev.allocator.allocated_bytes
 
     def _drain(self) -> None:
         while self._pending_frees:
@@ -268,9 +270,14 @@ class SimState:
 
     # --- events -------------------------------------------------------------------------
     def transfer(self, kind: str, nbytes: int) -> None:
+        """Count a copy; host copies are also priced at the host link's speed."""
         counts = self.transfers[kind]
         counts[0] += 1
         counts[1] += nbytes
+        if self.peaks is not None and self.estimates and kind != "d2d":
+            seconds = transfer_seconds(nbytes, self.peaks, "h2d" if kind == "h2d" else "d2h")
+            cost = OpCost(f"copy {kind}", 0.0, nbytes, seconds, "memory")
+            self.estimates[self.current].add(cost, None)
 
     def record_sync(self, kind: str) -> None:
         where = user_frame() or ("<unknown>", 0)
@@ -278,8 +285,3 @@ class SimState:
 
     def note(self, text: str) -> None:
         self.notes[text] += 1
-
-    def describe_oom(self) -> str:
-        if self.oom is None:
-            return "fits"
-        return f"out of memory ({format_bytes(self.oom['requested_bytes'])} requested)"
