@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from torchplace._devices import _visible_text
+
 __all__ = ["add_arguments", "run"]
 
 
@@ -221,11 +223,6 @@ def _run_torchrun(command: list[str], env: dict[str, str]) -> int:
             process.wait()
         return 130
     return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as shells do
-
-
-def _visible_text() -> str:
-    value = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return "CUDA_VISIBLE_DEVICES is not set" if value is None else f"CUDA_VISIBLE_DEVICES={value!r}"
 
 
 # --- seam -------------------------------------------------------------------------------
