@@ -5,20 +5,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import run_torchplace
+
 
 def _bench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "torchplace", "bench", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
+    return run_torchplace("bench", *args, cwd=cwd)
 
 
 def test_quick_json_with_a_projected_gpu() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 import torchplace._devices as tpd
+from helpers import run_torchplace
 from torchplace._cli import info
 
 GIB = 1024**3
@@ -57,15 +57,7 @@ TORCH_KEYS = {"version", "cuda", "hip", "xpu", "debug", "git_version", "platform
 
 
 def torchplace(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in ("TORCHPLACE_DEVICE", "COLUMNS")}
-    environ.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "torchplace", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-    )
+    return run_torchplace(*args, env=env, timeout=120)
 
 
 @pytest.fixture(autouse=True)

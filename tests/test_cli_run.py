@@ -10,17 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_torchplace
 from torchplace._cli import run as run_cli
 
 
 def _torchplace(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "torchplace", "run", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
+    return run_torchplace("run", *args, cwd=cwd, timeout=120)
 
 
 @pytest.fixture

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import run_torchplace
+
 
 def sim(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "torchplace", "sim", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
+    return run_torchplace("sim", *args, cwd=cwd)
 
 
 def test_builtin_example_json_schema() -> None:

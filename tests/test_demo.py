@@ -12,6 +12,7 @@ from importlib import resources
 import pytest
 import torch
 
+from helpers import run_torchplace
 from torchplace import demo
 
 
@@ -65,13 +66,7 @@ def _env() -> dict[str, str]:
 
 
 def test_torchplace_demo_command_prints_json() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "torchplace", "demo", "--epochs", "2", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_env(),
-    )
+    result = run_torchplace("demo", "--epochs", "2", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["epochs"] == 2 and report["world_size"] == 1 and report["train_images"] == 1437
