@@ -4,8 +4,10 @@ Each command runs in a fresh Python process, as a user would start it; the runs 
 interleaved so that machine load hits every command alike, one warm-up run each is
 discarded (cold file cache), and the medians and their ratio are printed side by side.
 A third row times ``torchplace info`` with torch imported first, which is what it costs
-on a CUDA/ROCm/XPU build (there it must ask torch; on a CPU-only build it reads the
-build metadata instead).
+where a GPU may be there to ask torch about. Where none can be (a CPU-only build, or a
+CUDA build on a machine whose CUDA driver library does not load), ``info`` reads the
+build's files and NVML instead and never imports torch. Run it with each torch build's
+Python to compare them (``.venv-cuda/bin/python benchmarks/bench_info.py``).
 
 Usage:
     python benchmarks/bench_info.py [--runs 7]

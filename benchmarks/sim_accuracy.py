@@ -53,6 +53,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
+from torch.utils.checkpoint import checkpoint
 
 from torchplace.sim import simulate
 
@@ -137,8 +138,11 @@ class _Block(nn.Module):
 
 
 class _Transformer(nn.Module):
-    def __init__(self, *, vocab: int, dim: int, heads: int, layers: int, context: int) -> None:
+    def __init__(
+        self, *, vocab: int, dim: int, heads: int, layers: int, context: int, checkpoint: bool
+    ) -> None:
         super().__init__()
+        self.checkpoint = checkpoint
         self.tok = nn.Embedding(vocab, dim)
         self.pos = nn.Embedding(context, dim)
         self.blocks = nn.Sequential(*(_Block(dim, heads) for _ in range(layers)))
@@ -147,7 +151,10 @@ class _Transformer(nn.Module):
 
     def forward(self, idx: Tensor) -> Tensor:
         positions = torch.arange(idx.shape[1], device=idx.device)
-        x = self.blocks(self.tok(idx) + self.pos(positions))
+        x = self.tok(idx) + self.pos(positions)
+        for block in self.blocks:
+            # activation checkpointing keeps only each block's input; backward recomputes
+            x = checkpoint(block, x, use_reentrant=False) if self.checkpoint else block(x)
         return self.head(self.ln(x)).flatten(0, 1)
 
 
@@ -204,12 +211,21 @@ def cnn_case(*, batch: int = 32, image: int = 32, channels: int = 32) -> Case:
 
 
 def transformer_case(
-    *, batch: int = 8, context: int = 128, dim: int = 256, layers: int = 2, vocab: int = 2000
+    *,
+    batch: int = 8,
+    context: int = 128,
+    dim: int = 256,
+    layers: int = 2,
+    vocab: int = 2000,
+    checkpointed: bool = False,
 ) -> Case:
-    """A small causal transformer (embeddings, ``layers`` blocks, LM head), AdamW."""
+    """A small causal transformer (embeddings, ``layers`` blocks, LM head), AdamW; with
+    ``checkpointed``, each block under ``torch.utils.checkpoint`` (non-reentrant)."""
 
     def model() -> nn.Module:
-        return _Transformer(vocab=vocab, dim=dim, heads=4, layers=layers, context=context)
+        return _Transformer(
+            vocab=vocab, dim=dim, heads=4, layers=layers, context=context, checkpoint=checkpointed
+        )
 
     def data() -> tuple[Tensor, Tensor]:
         g = torch.Generator().manual_seed(1)
@@ -217,13 +233,21 @@ def transformer_case(
         return tokens[:, :-1].contiguous(), tokens[:, 1:].reshape(-1)
 
     name = f"Transformer {layers}×d{dim}, {batch}×{context} tokens"
+    if checkpointed:
+        name += ", activation checkpointing"
     return Case(name, _seeded(model), data)
+
+
+def checkpointed_case() -> Case:
+    """The transformer with activation checkpointing, 4 blocks (its peak falls the most)."""
+    return transformer_case(layers=4, checkpointed=True)
 
 
 CASES: dict[str, Callable[[], Case]] = {
     "mlp": mlp_case,
     "cnn": cnn_case,
     "transformer": transformer_case,
+    "checkpointed": checkpointed_case,
 }
 
 

@@ -26,3 +26,31 @@ def run_torchplace(
         timeout=timeout,
         cwd=cwd,
     )
+
+
+def real_gpu() -> bool:
+    """Whether this machine has a real CUDA GPU (not one simulated by ``pytest --sim-gpu``)."""
+    import torch
+
+    from torchplace.pytest_plugin import simulating
+
+    return torch.cuda.is_available() and not simulating()
+
+
+def save_format1(path: Path, **state: object) -> None:
+    """Write a checkpoint as torchplace wrote them before they were sealed (format 1):
+    ``torch.save`` of the same payload, version 1, to an open file, nothing appended."""
+    import torch
+
+    from torchplace.runner import checkpoint
+
+    objects = {k: v for k, v in state.items() if checkpoint._is_stateful(v)}
+    payload = {
+        "format": "torchplace.checkpoint",
+        "version": 1,
+        "objects": {k: checkpoint._state_dict(k, v) for k, v in objects.items()},
+        "values": {k: v for k, v in state.items() if k not in objects},
+        "rng": [checkpoint._rng_state()],
+    }
+    with open(path, "wb") as f:
+        torch.save(payload, f)

@@ -306,3 +306,276 @@ def test_the_shipped_document_parses_to_the_loaded_catalog() -> None:
 def test_validation_rejects_bad_rows(change: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _parse(_broken(change))
+
+
+# ------------------------------------------ device properties, GPU links (CUDA-reported)
+
+MIB = 1024**2
+
+
+@pytest.mark.parametrize(
+    ("key", "l2_bytes", "bus_bits", "clock_khz", "link_per_direction"),
+    [
+        # deviceQuery / hipGetDeviceProperties outputs named in the data file's sources
+        ("t4", 4 * MIB, 256, 5001000, 16e9),
+        ("v100-sxm2-32gb", 6 * MIB, 4096, 877000, 150e9),
+        ("a10", 6 * MIB, 384, 6251000, 32e9),
+        ("l4", 48 * MIB, 192, 6251000, 32e9),
+        ("l40s", 96 * MIB, 384, 9001000, 32e9),
+        ("a100-sxm-40gb", 40 * MIB, 5120, 1215000, 300e9),
+        ("a100-sxm-80gb", 40 * MIB, 5120, 1593000, 300e9),
+        ("a100-pcie-80gb", 40 * MIB, 5120, 1512000, 32e9),
+        ("h100-sxm-80gb", 50 * MIB, 5120, 2619000, 450e9),
+        ("h100-nvl-94gb", 60 * MIB, 6144, 2619000, 300e9),
+        ("b200", 132644864, 7680, 3996000, 900e9),
+        ("rtx-3090", 6 * MIB, 384, 9751000, 32e9),
+        ("rtx-4090", 72 * MIB, 384, 10501000, 32e9),
+        ("rtx-5090", 96 * MIB, 512, 14001000, 64e9),
+        ("mi250x-gcd", 8 * MIB, 4096, 1600000, 200e9),
+        ("mi300x", 32 * MIB, 8192, 1300000, 448e9),
+    ],
+)
+def test_device_properties_and_links_against_the_sources(
+    key: str, l2_bytes: int, bus_bits: int, clock_khz: int, link_per_direction: float
+) -> None:
+    spec = lookup(key)
+    assert spec.l2_cache_bytes == l2_bytes
+    assert spec.memory_bus_width_bits == bus_bits
+    assert spec.memory_clock_khz == clock_khz
+    assert spec.gpu_link_bandwidth_bytes_per_s == link_per_direction
+
+
+def test_memory_clock_and_bus_width_give_the_bandwidth_on_nvidia() -> None:
+    # CUDA reports GDDR at half the data rate and HBM at its clock, so 2 x clock x width
+    # is the datasheet bandwidth, within 5% (B200 7.67 vs 8 TB/s is the farthest).
+    for spec in gpus():
+        if spec.vendor != "nvidia":
+            continue
+        assert spec.memory_clock_khz is not None and spec.memory_bus_width_bits is not None
+        derived = 2 * spec.memory_clock_khz * 1e3 * spec.memory_bus_width_bits / 8
+        assert derived == pytest.approx(spec.bandwidth_bytes_per_s, rel=0.05), spec.key
+    # not on the MI300X: HBM3 moves 4 transfers per reported clock (the source says so)
+    mi300x = lookup("mi300x")
+    assert mi300x.memory_clock_khz is not None and mi300x.memory_bus_width_bits is not None
+    derived = 2 * mi300x.memory_clock_khz * 1e3 * mi300x.memory_bus_width_bits / 8
+    assert derived == pytest.approx(mi300x.bandwidth_bytes_per_s / 2, rel=0.01)
+
+
+def test_gpu_links() -> None:
+    for spec in gpus():
+        assert spec.gpu_link and spec.gpu_link_bandwidth_bytes_per_s is not None
+        if spec.gpu_link.startswith("PCIe"):
+            # no NVLink / Infinity Fabric: GPUs talk over PCIe, per direction
+            assert spec.gpu_link_bandwidth_bytes_per_s == spec.host_bandwidth_bytes_per_s
+        else:
+            assert spec.gpu_link_bandwidth_bytes_per_s > spec.host_bandwidth_bytes_per_s
+    # NVIDIA quotes NVLink bidirectionally; the catalog holds one direction
+    assert "900 GB/s" in lookup("H100").gpu_link  # type: ignore[operator]
+    assert lookup("H100").gpu_link_bandwidth_bytes_per_s == 450e9
+    assert lookup("H200").gpu_link_bandwidth_bytes_per_s == 450e9
+    # bridges sold separately are not assumed; the H100 NVL comes bridged
+    assert lookup("A100 PCIe").gpu_link_bandwidth_bytes_per_s == 32e9
+    assert lookup("H100 PCIe").gpu_link_bandwidth_bytes_per_s == 64e9
+    assert "bridge" in lookup("H100 NVL").gpu_link  # type: ignore[operator]
+
+
+def test_derived_device_figures_are_uncertain() -> None:
+    h200 = lookup("h200")
+    assert {"l2_cache_bytes", "memory_bus_width_bits", "memory_clock_khz"} <= set(h200.uncertain)
+    assert {"memory_bus_width_bits", "memory_clock_khz"} <= set(lookup("a10g").uncertain)
+    assert {"memory_bus_width_bits", "memory_clock_khz"} <= set(lookup("h100 pcie").uncertain)
+    assert "gpu_link_bandwidth_bytes_per_s" in lookup("mi250x").uncertain
+    assert "l2_cache_bytes" in lookup("mi300x").uncertain
+    read_from_devices = ("l2_cache_bytes", "memory_bus_width_bits", "memory_clock_khz")
+    for key in ("h100-sxm-80gb", "t4", "b200", "rtx-4090"):
+        assert not set(read_from_devices) & set(lookup(key).uncertain), key
+
+
+def test_every_device_figure_has_a_source() -> None:
+    for spec in gpus():
+        for figure in ("l2_cache_bytes", "memory_bus_width_bits", "memory_clock_khz"):
+            if getattr(spec, figure) is not None:
+                assert spec.sources.get(figure) or spec.sources.get("device_properties")
+        assert spec.sources.get("gpu_link") and spec.sources.get("gpu_link_bandwidth_bytes_per_s")
+        for figure in spec.uncertain:
+            source = spec.sources.get(figure) or spec.sources.get(
+                "peak_flops" if figure.startswith("peak_flops.") else "device_properties", ""
+            )
+            assert source, (spec.key, figure)
+
+
+# ------------------------------------------------------------- architecture limits
+
+ARCH_KEYS = set(catalog.ArchProperties.__annotations__)
+
+
+@pytest.mark.parametrize(
+    ("major", "minor", "threads_per_sm", "optin", "per_sm"),
+    [
+        # CUDA C++ Programming Guide, "Technical Specifications per Compute Capability"
+        (7, 0, 2048, 96 * 1024, 96 * 1024),
+        (7, 5, 1024, 64 * 1024, 64 * 1024),
+        (8, 0, 2048, 163 * 1024, 164 * 1024),
+        (8, 6, 1536, 99 * 1024, 100 * 1024),
+        (8, 9, 1536, 99 * 1024, 100 * 1024),
+        (9, 0, 2048, 227 * 1024, 228 * 1024),
+        (10, 0, 2048, 227 * 1024, 228 * 1024),
+        (12, 0, 1536, 99 * 1024, 100 * 1024),
+    ],
+)
+def test_cc_properties(
+    major: int, minor: int, threads_per_sm: int, optin: int, per_sm: int
+) -> None:
+    props = catalog.cc_properties(major, minor)
+    assert set(props) == ARCH_KEYS
+    assert props["max_threads_per_multi_processor"] == threads_per_sm
+    assert props["shared_memory_per_block_optin"] == optin
+    assert props["shared_memory_per_multiprocessor"] == per_sm
+    assert props["max_threads_per_block"] == 1024
+    assert props["warp_size"] == 32
+    assert props["regs_per_multiprocessor"] == 65536
+    assert props["shared_memory_per_block"] == 48 * 1024
+
+
+def test_cc_properties_returns_a_fresh_dict() -> None:
+    props = catalog.cc_properties(9, 0)
+    props["warp_size"] = 7
+    assert catalog.cc_properties(9, 0)["warp_size"] == 32
+
+
+@pytest.mark.parametrize("bad", [(8, 7), (6, 0), (90, 0)])
+def test_cc_properties_unknown_capability(bad: tuple[int, int]) -> None:
+    with pytest.raises(ValueError, match=r"no device-property limits.*covers 7\.0, 7\.5"):
+        catalog.cc_properties(*bad)
+
+
+@pytest.mark.parametrize("bad", [("9", 0), (9.0, 0), (True, 0)])
+def test_cc_properties_rejects_non_integers(bad: tuple[Any, Any]) -> None:
+    with pytest.raises(ValueError, match="expects integers"):
+        catalog.cc_properties(*bad)
+
+
+def test_gcn_arch_properties() -> None:
+    assert catalog.gcn_arch_properties("gfx942")["warp_size"] == 64
+    flags = catalog.gcn_arch_properties("gfx942:sramecc+:xnack-")
+    assert flags == catalog.gcn_arch_properties("gfx942")
+    assert set(flags) == ARCH_KEYS
+    assert catalog.gcn_arch_properties("gfx90a")["shared_memory_per_multiprocessor"] == 65536
+    for bad in ("gfx1100", "9.0", ""):
+        with pytest.raises(ValueError, match="covers gfx90a, gfx942"):
+            catalog.gcn_arch_properties(bad)
+    with pytest.raises(ValueError, match="expects a string"):
+        catalog.gcn_arch_properties(942)  # type: ignore[arg-type]
+
+
+def test_every_gpu_has_its_architecture_limits() -> None:
+    for spec in gpus():
+        props = spec.arch_properties()
+        assert set(props) == ARCH_KEYS
+        assert props["warp_size"] == (32 if spec.vendor == "nvidia" else 64)
+    assert lookup("B200").arch_properties() == catalog.cc_properties(10, 0)
+    assert lookup("MI250X").arch_properties() == catalog.gcn_arch_properties("gfx90a")
+
+
+def test_arch_properties_of_a_spec_without_architecture() -> None:
+    spec = dataclasses.replace(lookup("T4"), compute_capability=None)
+    with pytest.raises(ValueError, match="neither a compute capability nor a gcn_arch"):
+        spec.arch_properties()
+
+
+# ---------------------------------------------------------------------------- networks
+
+
+def test_networks() -> None:
+    assert catalog.DEFAULT_NETWORK == "ib-ndr-400"
+    assert catalog.network() is catalog.network(catalog.DEFAULT_NETWORK)
+    by_key = {n.key: n.bandwidth_bytes_per_s for n in catalog.networks()}
+    # line rate of one port, per direction: Gb/s / 8
+    assert by_key == {
+        "ib-ndr-400": 50e9,
+        "ib-hdr-200": 25e9,
+        "roce-100": 12.5e9,
+        "ethernet-25": 3.125e9,
+    }
+    for spec in catalog.networks():
+        assert spec.source.strip()
+        assert catalog.network(spec.key) is spec
+        assert catalog.network(spec.name.upper()) is spec
+        for alias in spec.aliases:
+            assert catalog.network(alias) is spec
+        assert json.loads(json.dumps(spec.to_dict()))["key"] == spec.key
+    assert catalog.network("Infiniband NDR").key == "ib-ndr-400"
+
+
+@pytest.mark.parametrize("bad", ["ib-xdr-800", "", None, 400])
+def test_unknown_network(bad: Any) -> None:
+    with pytest.raises(ValueError, match=r"Unknown network.*ib-ndr-400, ib-hdr-200"):
+        catalog.network(bad)
+
+
+# ------------------------------------------------------ validation of the new tables
+
+
+def _broken_document(change: Any) -> dict[str, Any]:
+    document = copy.deepcopy(_document())
+    change(document)
+    return document
+
+
+def _drop_optional(document: dict[str, Any]) -> None:
+    row = document["gpu"][0]
+    for name in ("l2_cache_bytes", "memory_bus_width_bits", "memory_clock_khz"):
+        row.pop(name)
+    row["sources"].pop("device_properties")
+
+
+def test_device_figures_are_optional() -> None:
+    t4 = _parse(_broken_document(_drop_optional))[0]
+    assert t4.key == "t4"
+    assert (t4.l2_cache_bytes, t4.memory_bus_width_bits, t4.memory_clock_khz) == (None, None, None)
+    assert t4.to_dict()["l2_cache_bytes"] is None
+
+
+def _pcie_mismatch(rows: list[dict[str, Any]]) -> None:
+    rows[0]["gpu_link_bandwidth_bytes_per_s"] = 32e9
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["gpu"][0].update(l2_cache_bytes=-1), "l2_cache_bytes must be a positive int"),
+        (lambda d: d["gpu"][0].update(memory_bus_width_bits=True), "positive integer"),
+        (lambda d: d["gpu"][0].update(memory_clock_khz=5001.5), "positive integer"),
+        (lambda d: d["gpu"][0].pop("gpu_link"), "gpu_link must be a non-empty string"),
+        (lambda d: d["gpu"][0].update(gpu_link_bandwidth_bytes_per_s=0), "positive number"),
+        (lambda d: _pcie_mismatch(d["gpu"]), "must equal host_bandwidth_bytes_per_s"),
+        (lambda d: d["gpu"][0]["sources"].pop("device_properties"), "no source for l2_cache"),
+        (lambda d: d["gpu"][0]["sources"].pop("gpu_link"), "no source for gpu_link"),
+        (lambda d: d["gpu"][0].update(uncertain=["clock"]), "uncertain must list figures"),
+        (lambda d: d["arch"].pop(1), "architecture '7.5', which has no \\[\\[arch\\]\\] row"),
+        (lambda d: d["arch"].append(dict(d["arch"][0])), "appears in more than one row"),
+        (lambda d: d["arch"][0].update(warp_size=0), "warp_size must be a positive integer"),
+        (lambda d: d["arch"][0].update(colour=1), "unknown fields"),
+        (lambda d: d["arch"][0].pop("source"), "no source"),
+        (lambda d: d["arch"][0].update(uncertain=["x"]), "uncertain must list fields"),
+        (lambda d: d["arch"][0].update(gcn_arch="gfx90a"), "exactly one of"),
+        (lambda d: d["arch"][-1].update(gcn_arch="942"), "must be like 'gfx942'"),
+        (lambda d: d["arch"][0].update(compute_capability=[7]), r"\[major, minor\]"),
+        (
+            lambda d: d["arch"][0].update(shared_memory_per_block_optin=10**6),
+            "shared memory must grow",
+        ),
+        (lambda d: d["arch"][0].update(max_threads_per_block=4096), "more threads"),
+        (lambda d: d.pop("arch"), "no \\[\\[arch\\]\\] rows"),
+        (lambda d: d["network"][0].update(bandwidth_bytes_per_s=-1), "positive number"),
+        (lambda d: d["network"][1]["aliases"].append("NDR"), "both answer to the name"),
+        (lambda d: d["network"][0].update(key="IB NDR"), "lowercase words"),
+        (lambda d: d["network"][0].update(source=""), "source must be a non-empty string"),
+        (lambda d: d["network"][0].update(speed=1), "unknown fields"),
+        (lambda d: d["network"].pop(0), "default network 'ib-ndr-400'"),
+        (lambda d: d.pop("network"), "no \\[\\[network\\]\\] rows"),
+    ],
+)
+def test_validation_rejects_bad_tables(change: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _parse(_broken_document(change))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import subprocess
@@ -17,6 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from helpers import save_format1
 from torchplace.runner import checkpoint, load, save
 
 
@@ -249,8 +251,16 @@ def test_a_truncated_file_is_a_clear_error_naming_it(tmp_path: Path) -> None:
         load(path, model=_net())
 
 
-def test_a_corrupted_byte_is_caught_by_the_crc_check(tmp_path: Path) -> None:
-    path = _valid_file(tmp_path)
+@pytest.mark.parametrize(
+    ("sealed", "caught_by"),
+    [(True, "its SHA-256 differs from the one sealed in it"), (False, "fails its CRC-32 check")],
+)
+def test_a_corrupted_tensor_byte_is_caught(tmp_path: Path, sealed: bool, caught_by: str) -> None:
+    path = tmp_path / "ckpt.pt"
+    if sealed:
+        save(path, model=_net(), step=5)
+    else:  # a file from before the seal: each record's CRC-32 still catches it
+        save_format1(path, model=_net(), step=5)
     data = bytearray(path.read_bytes())
     with zipfile.ZipFile(path) as archive:
         info = next(i for i in archive.infolist() if "/data/" in i.filename)
@@ -260,7 +270,7 @@ def test_a_corrupted_byte_is_caught_by_the_crc_check(tmp_path: Path) -> None:
     offset = local + 30 + name_length + extra_length + 3
     data[offset] ^= 0xFF  # a flipped bit inside a tensor: torch.load alone would not notice
     path.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match=rf"{path}.*damaged.*fails its CRC-32 check"):
+    with pytest.raises(ValueError, match=rf"{path}.*damaged: .*{caught_by}.*nothing was loaded"):
         load(path, model=_net())
 
 
@@ -343,3 +353,67 @@ def test_unwrap_is_used_for_compiled_models_too(tmp_path: Path) -> None:
         torch.load(tmp_path / "c.pt", weights_only=True)["objects"]["model"].keys()
         == model.state_dict().keys()
     )
+
+
+@pytest.mark.parametrize("floats", [4, 5 * 2**20])  # one 16 MiB block; two (20 MiB)
+def test_the_file_is_sealed_with_a_sha256_of_all_its_other_bytes(
+    tmp_path: Path, floats: int
+) -> None:
+    path = tmp_path / "c.pt"
+    save(path, weights=torch.ones(floats), step=1)
+    data = path.read_bytes()
+    with zipfile.ZipFile(path) as archive:  # any zip tool sees the seal as the archive comment
+        comment = archive.comment
+    assert comment.startswith(b"torchplace checkpoint 2; data full; sha256 of 16 MiB blocks ")
+    covered, block = data[:-64], 16 * 2**20
+    blocks = [
+        hashlib.sha256(covered[i : i + block]).digest() for i in range(0, len(covered), block)
+    ]
+    assert len(blocks) == (1 if floats == 4 else 2)
+    assert (
+        data.endswith(comment)
+        and comment[-64:] == hashlib.sha256(b"".join(blocks)).hexdigest().encode()
+    )
+    assert torch.load(path, weights_only=True)["values"]["step"] == 1  # still a torch file
+    assert load(path)["step"] == 1
+
+
+def test_a_format_1_file_still_loads_with_a_warning_saying_what_was_checked(
+    tmp_path: Path,
+) -> None:
+    model, opt, sched = _trained()
+    path = tmp_path / "old.pt"
+    save_format1(path, model=model, optimizer=opt, scheduler=sched, step=3)
+    model2, opt2, sched2 = _trained(seed=1)
+    with pytest.warns(UserWarning, match=r"format 1.*zip structure, every record's CRC-32"):
+        assert load(path, model=model2, optimizer=opt2, scheduler=sched2) == {"step": 3}
+    assert _same_weights(model, model2) and sched2.state_dict() == sched.state_dict()
+
+
+def test_a_sealed_file_that_lost_its_seal_is_damaged(tmp_path: Path) -> None:
+    path = tmp_path / "c.pt"
+    save(path, step=1)
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        length = len(archive.comment)
+    del data[-length:]
+    data[-2:] = b"\0\0"  # the end record without a comment: what another zip tool may write
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=rf"{path} .*damaged: .*format 2, whose seal .* missing"):
+        load(path)
+
+
+def test_a_placeholder_file_of_a_simulation_loads_there_and_nowhere_else(tmp_path: Path) -> None:
+    from torchplace.sim import simulate
+
+    path = tmp_path / "ckpt.pt"
+    save(path, step=0)  # the user's real checkpoint
+    real = path.read_bytes()
+    with simulate("H100", values="placeholder") as report:
+        model = nn.Linear(3, 3).cuda()
+        save(path, model=model, step=1)  # simulated tensors: written elsewhere, without data
+        assert load(path, model=nn.Linear(3, 3).cuda()) == {"step": 1}
+    assert path.read_bytes() == real
+    (written,) = [f["written_to"] for f in report.files]
+    with pytest.raises(ValueError, match=r"written by `torchplace sim` with placeholder values"):
+        load(written, model=nn.Linear(3, 3))

@@ -13,6 +13,7 @@ import pytest
 import torchplace._devices as tpd
 from helpers import run_torchplace
 from torchplace._cli import info
+from torchplace._devices import probe
 
 GIB = 1024**3
 
@@ -142,14 +143,51 @@ def test_info_survives_a_bad_torchplace_device() -> None:
     )
 
 
-@pytest.mark.skipif(not tpd.torch_build().cpu_only, reason="GPU builds import torch to ask it")
-def test_info_does_not_import_torch_on_a_cpu_only_build() -> None:
+_NO_GPU_POSSIBLE = tpd.torch_build().cpu_only or (
+    tpd.torch_build().cuda is not None and probe.cuda_driver_loads() is False
+)
+
+
+@pytest.mark.skipif(not _NO_GPU_POSSIBLE, reason="where a GPU may be, torch is imported to ask it")
+def test_info_does_not_import_torch_where_no_gpu_can_be() -> None:
+    # a CPU-only build, or a CUDA build on a machine without the CUDA driver
     code = (
         "import sys; from torchplace._cli import info; info.collect(); "
         "print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_info_on_a_cuda_build_without_a_driver_does_not_import_torch() -> None:
+    # A CUDA torch on a machine without the NVIDIA driver: every fact comes from files.
+    code = """
+import json, sys
+from torchplace._devices import probe
+from torchplace._cli import info
+probe.torch_version_fields = lambda: {"__version__": "2.14.1+cu130", "cuda": "13.0",
+    "hip": None, "xpu": None, "debug": False, "git_version": "abc"}
+probe.cuda_driver_loads = lambda: False
+probe.pip_cudnn_version = lambda: 92400
+probe.torch_compile_definitions = lambda: {"USE_DISTRIBUTED", "USE_C10D_GLOO", "USE_C10D_NCCL"}
+report = info.collect()
+print(json.dumps({"torch imported": "torch" in sys.modules, **report}))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["torch imported"] is False
+    assert (report["torch"]["kind"], report["torch"]["cudnn"]) == ("CUDA 13.0", 92400)
+    assert [d["type"] for d in report["devices"]] == ["cpu"]
+    assert report["distributed"] == {
+        "available": True,
+        "gloo": True,
+        "nccl": True,
+        "mpi": False,
+        "source": "build definitions",
+    }
+    assert report["no_gpu"].startswith("torch 2.14.1+cu130 is a CUDA 13.0 build but sees no GPU")
+    assert report["auto"]["device"] == "cpu"
 
 
 # ------------------------------------------------------------------ fake GPUs, in process
@@ -228,10 +266,10 @@ def test_info_screen_with_fake_gpus(
         ]
     ]
     build = {"__version__": "2.13.0+cu128", "cuda": "12.8", "hip": None, "xpu": None}
-    monkeypatch.setattr(tpd, "_torch_version_fields", lambda: build)
-    monkeypatch.setattr(tpd, "_cuda_device_count", lambda: 2)
-    monkeypatch.setattr(tpd, "_cuda_properties", lambda i: props[i])
-    monkeypatch.setattr(tpd, "_nvml_open", _Nvml)
+    monkeypatch.setattr(probe, "torch_version_fields", lambda: build)
+    monkeypatch.setattr(probe, "cuda_device_count", lambda: 2)
+    monkeypatch.setattr(probe, "cuda_properties", lambda i: props[i])
+    monkeypatch.setattr(probe, "nvml_open", _Nvml)
     monkeypatch.setattr(info, "_cudnn_version", lambda build: 91002)
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")

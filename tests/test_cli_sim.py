@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -95,6 +99,8 @@ def test_table_output_and_list_gpus() -> None:
         (["--gpus", "0"], "--gpus must be at least 1"),
         (["--memory", "lots"], "lots"),
         (["no_such_script.py"], "no such script"),
+        (["--timeout", "0"], "--timeout must be a positive number"),
+        (["--host-memory-limit", "lots"], "lots"),
     ],
 )
 def test_bad_input(args: list[str], message: str) -> None:
@@ -114,3 +120,94 @@ def test_torch_compile_warns_and_runs_eagerly(tmp_path: Path) -> None:
     r = sim(str(script))
     assert r.returncode == 0, r.stderr
     assert "torch.compile is not simulated" in r.stderr
+
+
+def test_unknown_values_mode_is_a_usage_error() -> None:
+    r = sim("--values", "fake")
+    assert r.returncode == 2
+    assert "invalid choice: 'fake'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_syntax_error_is_reported_as_python_does(tmp_path: Path) -> None:
+    script = tmp_path / "broken.py"
+    script.write_text("import torch\nx = torch.ones(3\nprint(x)\n")
+    r = sim(str(script))
+    assert r.returncode == 1
+    assert f'File "{script}", line 2' in r.stderr
+    assert "SyntaxError: '(' was never closed" in r.stderr and "^" in r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""  # no report of a run that never ran
+
+
+def test_timeout_stops_a_hanging_script_and_reports(tmp_path: Path) -> None:
+    script = tmp_path / "hang.py"
+    script.write_text(
+        "import time, torch\nx = torch.ones(3, device='cuda')\nwhile True:\n    time.sleep(0.05)\n"
+    )
+    r = sim("--json", "--timeout", "15", str(script))
+    assert r.returncode != 0
+    report = json.loads(r.stdout)
+    assert report["error"]["type"] == "Timeout"
+    assert "stopped after 15 s" in report["error"]["message"]
+    assert report["devices"][0]["peak_allocated_bytes"] == 512  # what it did before
+
+
+def test_sigterm_stops_the_script_and_its_children(tmp_path: Path) -> None:
+    script = tmp_path / "forever.py"
+    marker = tmp_path / "child.pid"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(marker)!r}, 'w').write(str(p.pid))\n"
+        "while True:\n    time.sleep(0.05)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchplace", "sim", "--json", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    report = json.loads(out)
+    assert report["error"]["type"] == "Terminated"
+    grandchild = int(marker.read_text())
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(grandchild, 0)  # the script's own child was stopped too
+
+
+def test_auto_values_fall_back_to_placeholders_when_host_memory_is_short(tmp_path: Path) -> None:
+    script = tmp_path / "big.py"
+    script.write_text(
+        "import torch\nw = torch.ones(1024, 1024, device='cuda')\nprint(w.sum().item())\n"
+    )
+    r = sim("--json", "--host-memory-limit", "1MiB", str(script))
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["values"] == "placeholder"
+    assert report["notes"][0]["text"].startswith("values: placeholder")
+    # the real-values run stopped at line 2 (4 MiB of real values); the placeholder run printed
+    assert "HostMemoryError" in r.stderr and r.stderr.rstrip().endswith("0.0")
+    strict = sim("--json", "--values", "real", "--host-memory-limit", "1MiB", str(script))
+    assert (
+        strict.returncode == 1 and json.loads(strict.stdout)["error"]["type"] == "HostMemoryError"
+    )
+
+
+def test_write_files_writes_in_place(tmp_path: Path) -> None:
+    script = tmp_path / "save.py"
+    target = tmp_path / "ckpt.pt"
+    script.write_text(
+        f"import torch\ntorch.save(torch.nn.Linear(2, 2).cuda().state_dict(), {str(target)!r})\n"
+    )
+    redirected = json.loads(sim("--json", str(script)).stdout)
+    assert not target.exists() and redirected["files"][0]["path"] == str(target)
+    r = sim("--json", "--write-files", str(script))
+    assert r.returncode == 0 and target.exists() and json.loads(r.stdout)["files"] == []
+    import torch
+
+    loaded = torch.load(target, map_location="cpu")  # a real file, written as a GPU run would
+    assert set(loaded) == {"weight", "bias"}

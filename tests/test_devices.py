@@ -1,15 +1,19 @@
 """torchplace._devices: discovery, the spec parser, auto selection and every error.
 
-CUDA, MPS, XPU and NVML are exercised on a CPU machine by patching the module's seams
-(one small function per hardware query) with fakes.
+CUDA, MPS, XPU and NVML are exercised on a CPU machine by patching the seams in
+``torchplace._devices.probe`` (one small function per hardware query) with fakes.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import doctest
+import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,7 +21,16 @@ import pytest
 import torch
 
 import torchplace._devices as tpd
-from torchplace._devices import DeviceInfo, GpuProcess, auto_choice, device, devices, explain_auto
+from torchplace._devices import (
+    DeviceInfo,
+    GpuProcess,
+    auto_choice,
+    device,
+    devices,
+    discovery,
+    explain_auto,
+    probe,
+)
 
 GIB = 1024**3
 
@@ -155,19 +168,19 @@ def fake_machine(
             raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
         return nvml
 
-    monkeypatch.setattr(tpd, "_torch_version_fields", lambda: dict(build))
-    monkeypatch.setattr(tpd, "_cuda_device_count", lambda: len(props))
-    monkeypatch.setattr(tpd, "_cuda_properties", lambda i: props[i])
-    monkeypatch.setattr(tpd, "_cuda_mem_get_info", mem_get_info)
-    monkeypatch.setattr(tpd, "_cuda_current_device", lambda: 0)
-    monkeypatch.setattr(tpd, "_nvml_open", nvml_open)
-    monkeypatch.setattr(tpd, "_mps_available", lambda: mps)
-    monkeypatch.setattr(tpd, "_mps_recommended_max_memory", lambda: 18 * GIB)
-    monkeypatch.setattr(tpd, "_xpu_device_count", lambda: xpu)
+    monkeypatch.setattr(probe, "torch_version_fields", lambda: dict(build))
+    monkeypatch.setattr(probe, "cuda_device_count", lambda: len(props))
+    monkeypatch.setattr(probe, "cuda_properties", lambda i: props[i])
+    monkeypatch.setattr(probe, "cuda_mem_get_info", mem_get_info)
+    monkeypatch.setattr(probe, "cuda_current_device", lambda: 0)
+    monkeypatch.setattr(probe, "nvml_open", nvml_open)
+    monkeypatch.setattr(probe, "mps_available", lambda: mps)
+    monkeypatch.setattr(probe, "mps_recommended_max_memory", lambda: 18 * GIB)
+    monkeypatch.setattr(probe, "xpu_device_count", lambda: xpu)
     monkeypatch.setattr(
-        tpd, "_xpu_properties", lambda i: SimpleNamespace(name="Intel Arc", total_memory=16 * GIB)
+        probe, "xpu_properties", lambda i: SimpleNamespace(name="Intel Arc", total_memory=16 * GIB)
     )
-    monkeypatch.setattr(tpd, "_xpu_mem_get_info", lambda i: (10 * GIB, 16 * GIB))
+    monkeypatch.setattr(probe, "xpu_mem_get_info", lambda i: (10 * GIB, 16 * GIB))
     return mem_calls
 
 
@@ -224,7 +237,7 @@ def test_valid_specs(monkeypatch: pytest.MonkeyPatch, spec: Any, expected: str) 
 def test_bare_cuda_means_the_current_device(monkeypatch: pytest.MonkeyPatch) -> None:
     props, nvml = two_gpus(10 * GIB, 20 * GIB)
     fake_machine(monkeypatch, build=CUDA_BUILD, props=props, nvml=nvml)
-    monkeypatch.setattr(tpd, "_cuda_current_device", lambda: 1)
+    monkeypatch.setattr(probe, "cuda_current_device", lambda: 1)
     assert device("cuda") == torch.device("cuda:1")
 
 
@@ -543,7 +556,7 @@ def test_broken_torch_properties_are_none_not_a_crash(monkeypatch: pytest.Monkey
     def broken(i: int) -> Any:
         raise RuntimeError("CUDA error: unknown error")
 
-    monkeypatch.setattr(tpd, "_cuda_properties", broken)
+    monkeypatch.setattr(probe, "cuda_properties", broken)
     gpu = devices()[1]
     assert gpu.compute_capability is None and gpu.bf16 is None
     assert gpu.name == "NVIDIA A100-SXM4-80GB"  # NVML still names it
@@ -594,12 +607,12 @@ def test_mps_and_xpu_records(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_parse_visible(value: str | None, expected: list[Any] | None) -> None:
-    assert tpd._parse_visible(value) == expected
+    assert tpd.nvml.parse_visible(value) == expected
 
 
 def test_nvml_index_mapping() -> None:
     uuids = ["GPU-aaaa-0000", "GPU-bbbb-1111", "GPU-bbbc-2222"]
-    index = tpd._nvml_index_for
+    index = tpd.nvml.index_for
     assert index(1, None, lambda: uuids) == 1
     assert index(0, "2,1", lambda: uuids) == 2
     assert index(2, "2,1", lambda: uuids) is None
@@ -671,21 +684,21 @@ def test_cpu_record_from_proc(monkeypatch: pytest.MonkeyPatch) -> None:
         "flags\t\t: fpu sse avx512f amx_bf16 avx512_bf16\n",
         "meminfo": "MemTotal:       16384000 kB\nMemFree:  1 kB\nMemAvailable:    8192000 kB\n",
     }
-    monkeypatch.setattr(tpd, "_read_proc", files.get)
-    monkeypatch.setattr(tpd, "_cpu_count", lambda: 56)
-    cpu = tpd._cpu_info()
+    monkeypatch.setattr(probe, "read_proc", files.get)
+    monkeypatch.setattr(probe, "cpu_count", lambda: 56)
+    cpu = discovery._cpu_info()
     assert cpu.name == "Intel(R) Xeon(R) Platinum 8480+"
     assert (cpu.total_memory, cpu.free_memory) == (16384000 * 1024, 8192000 * 1024)
     assert (cpu.bf16, cpu.cores, cpu.memory_source) == (True, 56, "os")
 
 
 def test_cpu_without_bf16_and_arm_features(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tpd, "_read_proc", {"cpuinfo": "flags\t: fpu sse avx2\n"}.get)
-    assert tpd._cpu_info().bf16 is False
-    monkeypatch.setattr(tpd, "_read_proc", {"cpuinfo": "Features\t: fp asimd bf16\n"}.get)
-    assert tpd._cpu_info().bf16 is True
-    monkeypatch.setattr(tpd, "_read_proc", lambda name: None)
-    cpu = tpd._cpu_info()
+    monkeypatch.setattr(probe, "read_proc", {"cpuinfo": "flags\t: fpu sse avx2\n"}.get)
+    assert discovery._cpu_info().bf16 is False
+    monkeypatch.setattr(probe, "read_proc", {"cpuinfo": "Features\t: fp asimd bf16\n"}.get)
+    assert discovery._cpu_info().bf16 is True
+    monkeypatch.setattr(probe, "read_proc", lambda name: None)
+    cpu = discovery._cpu_info()
     assert cpu.bf16 is None and cpu.name  # platform fallback names it
 
 
@@ -702,7 +715,7 @@ def test_real_devices_on_this_machine() -> None:
 
 
 def test_build_read_from_file_matches_torch() -> None:
-    fields = tpd._parse_torch_version_file()
+    fields = probe._parse_torch_version_file()
     assert fields is not None
     assert fields["__version__"] == torch.__version__
     assert fields["cuda"] == torch.version.cuda
@@ -720,29 +733,132 @@ def test_build_read_from_file_matches_torch() -> None:
 def test_build_kind(
     monkeypatch: pytest.MonkeyPatch, build: dict[str, Any], kind: str, cpu_only: bool
 ) -> None:
-    monkeypatch.setattr(tpd, "_torch_version_fields", lambda: dict(build))
+    monkeypatch.setattr(probe, "torch_version_fields", lambda: dict(build))
     assert (tpd.torch_build().kind, tpd.torch_build().cpu_only) == (kind, cpu_only)
 
 
-def test_import_and_cpu_only_discovery_do_not_import_torch() -> None:
+def test_import_and_discovery_without_a_gpu_do_not_import_torch() -> None:
     code = (
         "import sys, torchplace._devices as d\n"
         "assert 'torch' not in sys.modules, 'import'\n"
         "b = d.torch_build(); d.devices(); d.auto_choice()\n"
-        "print(b.cpu_only, 'torch' in sys.modules)\n"
+        "print(b.cpu_only, d.probe.cuda_driver_loads(), 'torch' in sys.modules)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    cpu_only, imported = result.stdout.split()
-    if cpu_only == "True":
+    cpu_only, driver, imported = result.stdout.split()
+    if cpu_only == "True" or (torch.version.cuda and driver == "False"):
         assert imported == "False"
+
+
+# ------------------------------------------------------------------ seams without torch
+
+
+class _NoTorchCount:
+    """Stands in for torch.cuda.device_count; records that torch was asked."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.calls = 0
+
+    def __call__(self) -> int:
+        self.calls += 1
+        return self.count
+
+
+@pytest.mark.parametrize(
+    ("build", "driver", "expected", "asked_torch"),
+    [
+        (CPU_BUILD, True, 0, False),  # no CUDA in the build: nothing to ask
+        (CUDA_BUILD, False, 0, False),  # no driver library: torch would see nothing either
+        (CUDA_BUILD, True, 3, True),
+        (CUDA_BUILD, None, 3, True),  # unknown: ask torch
+        (ROCM_BUILD, False, 3, True),  # ROCm needs no NVIDIA driver
+    ],
+)
+def test_cuda_device_count_asks_torch_only_where_it_can_answer(
+    monkeypatch: pytest.MonkeyPatch,
+    build: dict[str, Any],
+    driver: bool | None,
+    expected: int,
+    asked_torch: bool,
+) -> None:
+    count = _NoTorchCount(3)
+    monkeypatch.setattr(probe, "torch_version_fields", lambda: dict(build))
+    monkeypatch.setattr(probe, "cuda_driver_loads", lambda: driver)
+    monkeypatch.setattr(torch.cuda, "device_count", count)
+    assert probe.cuda_device_count() == expected
+    assert count.calls == int(asked_torch)
+
+
+def test_without_the_cuda_driver_torch_sees_no_cuda_device() -> None:
+    # the premise of the shortcut above, checked against this machine's torch
+    if probe.cuda_driver_loads() is False:
+        assert torch.cuda.device_count() == 0
+    assert probe.cuda_driver_loads() in ((True, False) if sys.platform != "darwin" else (None,))
+
+
+def _fake_cudnn_wheel(root: Any, major: int, minor: int, patch: int, scale: int) -> None:
+    include, lib = root / "nvidia/cudnn/include", root / "nvidia/cudnn/lib"
+    include.mkdir(parents=True)
+    lib.mkdir(parents=True)
+    (include / "cudnn_version.h").write_text(
+        "#ifndef CUDNN_VERSION_H_\n#define CUDNN_VERSION_H_\n\n"
+        f"#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n"
+        f"#define CUDNN_PATCHLEVEL {patch}\n\n"
+        f"#define CUDNN_VERSION (CUDNN_MAJOR * {scale} + CUDNN_MINOR * 100 + CUDNN_PATCHLEVEL)\n"
+    )
+    (lib / f"libcudnn.so.{major}").write_bytes(b"\x7fELF")
+
+
+@pytest.mark.parametrize(
+    ("version", "scale", "expected"), [((9, 24, 0), 10000, 92400), ((8, 9, 7), 1000, 8907)]
+)
+def test_pip_cudnn_version_from_the_wheel_beside_torch(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    version: tuple[int, int, int],
+    scale: int,
+    expected: int,
+) -> None:
+    monkeypatch.setattr(probe, "torch_package_dir", lambda: tmp_path / "torch")
+    assert probe.pip_cudnn_version() is None  # no wheel beside torch
+    _fake_cudnn_wheel(tmp_path, *version, scale)
+    assert probe.pip_cudnn_version() == expected
+    (tmp_path / f"nvidia/cudnn/lib/libcudnn.so.{version[0]}").unlink()
+    assert probe.pip_cudnn_version() is None  # a header without its library: ask torch
+
+
+@pytest.mark.skipif(torch.version.cuda is None, reason="only a CUDA build of torch has cuDNN")
+def test_pip_cudnn_version_matches_torch() -> None:
+    version = probe.pip_cudnn_version()
+    if version is None:
+        pytest.skip("this torch's cuDNN is not the pip wheel beside it (conda, a source build)")
+    assert version == torch.backends.cudnn.version()
+
+
+def test_torch_compile_definitions(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    monkeypatch.setattr(probe, "torch_package_dir", lambda: tmp_path)
+    assert probe.torch_compile_definitions() is None
+    cmake = tmp_path / "share/cmake/Caffe2"
+    cmake.mkdir(parents=True)
+    (cmake / "Caffe2Targets.cmake").write_text(
+        "set_target_properties(torch_cpu PROPERTIES\n"
+        '  INTERFACE_COMPILE_DEFINITIONS "USE_DISTRIBUTED;USE_C10D_GLOO"\n)\n'
+        "set_target_properties(torch_cuda PROPERTIES\n"
+        '  INTERFACE_COMPILE_DEFINITIONS "USE_C10D_NCCL"\n)\n'
+    )
+    assert probe.torch_compile_definitions() == {
+        "USE_DISTRIBUTED",
+        "USE_C10D_GLOO",
+        "USE_C10D_NCCL",
+    }
 
 
 # ------------------------------------------------------------------ a real GPU
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
 def test_real_cuda_devices() -> None:
     gpus = [d for d in devices() if d.type == "cuda"]
     assert len(gpus) == torch.cuda.device_count()
@@ -753,3 +869,40 @@ def test_real_cuda_devices() -> None:
         assert gpu.total_memory == torch.cuda.get_device_properties(gpu.index).total_memory
         assert gpu.free_memory is not None and 0 < gpu.free_memory <= (gpu.total_memory or 0) * 1.1
     assert device("auto").type == "cuda"
+
+
+# ------------------------------------------------------------------ the package's layers
+
+
+def _torchplace_imports(source: str) -> set[str]:
+    """What a module imports from torchplace: ``_devices`` layers by name, else the module."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module == "torchplace._devices":
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules = [node.module]
+        for module in modules:
+            if module.startswith("torchplace._devices."):
+                found.add(module.split(".")[2])
+            elif module.startswith("torchplace"):
+                found.add(module)
+    return found
+
+
+def test_device_modules_import_only_the_layers_below() -> None:
+    order = ["probe", "build", "nvml", "discovery", "spec", "choice"]
+    root = Path(tpd.__file__).parent
+    assert sorted(p.stem for p in root.glob("*.py")) == sorted([*order, "__init__"])
+    for position, name in enumerate(order):
+        imported = _torchplace_imports((root / f"{name}.py").read_text(encoding="utf-8"))
+        assert imported <= set(order[:position]), f"{name} imports {imported}"
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".probe", ".build", ".nvml", ".discovery", ".spec", ".choice"]
+)
+def test_examples_in_the_docstrings_run(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(f"torchplace._devices{name}"))
+    assert result.failed == 0

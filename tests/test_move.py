@@ -109,6 +109,13 @@ def test_dict_list_tuple_are_rebuilt_with_their_types() -> None:
     assert batch["x"].device.type == "cpu"  # the input is left alone
 
 
+def test_tensor_subclasses_inside_plain_containers_are_moved() -> None:
+    weight = nn.Parameter(torch.ones(2))
+    out = to({"w": weight, "rows": [weight, (weight, 1)]}, "meta")
+    assert out["w"].device == out["rows"][0].device == out["rows"][1][0].device == META
+    assert out["rows"][1][1] == 1 and weight.device.type == "cpu"
+
+
 def test_ordered_dict_keeps_type_and_order() -> None:
     batch = OrderedDict([("b", torch.ones(1)), ("a", torch.ones(1))])
     out = to(batch, "meta")
@@ -582,13 +589,8 @@ def test_public_names_resolve_from_the_package() -> None:
 
 # ------------------------------------------------------------------ real GPU
 
-_needs_cuda = pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none"
-)
-
 
 @pytest.mark.gpu
-@_needs_cuda
 def test_gpu_pinned_batch_arrives_intact_with_the_default_policy() -> None:
     batch = {"x": torch.arange(1 << 20, dtype=torch.float32).pin_memory(), "n": 3}
     out = to(batch, "cuda")
@@ -597,7 +599,6 @@ def test_gpu_pinned_batch_arrives_intact_with_the_default_policy() -> None:
 
 
 @pytest.mark.gpu
-@_needs_cuda
 def test_gpu_copy_back_to_cpu_is_blocking_so_it_is_never_zeros() -> None:
     on_gpu = torch.arange(1, 1 + (1 << 22), device="cuda", dtype=torch.float32)
     with pytest.warns(UserWarning, match="non_blocking=True towards cpu"):
@@ -607,7 +608,6 @@ def test_gpu_copy_back_to_cpu_is_blocking_so_it_is_never_zeros() -> None:
 
 
 @pytest.mark.gpu
-@_needs_cuda
 def test_gpu_where_sees_cuda_and_cpu() -> None:
     model = nn.Sequential(nn.Linear(4, 4).cuda(), nn.Linear(4, 4))
     p = where(model)

@@ -1,5 +1,6 @@
-"""The Runner on a real CUDA GPU: pinned, prefetched batches, fp16 with a GradScaler, bf16,
-checkpoints across devices. Skipped, with the reason, on machines without one."""
+"""The Runner on a CUDA GPU: pinned, prefetched batches, fp16 with a GradScaler, bf16,
+checkpoints across devices. On a real GPU where there is one, else on a simulated H100
+(tests/conftest.py), so CPU-only CI runs them too."""
 
 from __future__ import annotations
 
@@ -13,10 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from torchplace.runner import Runner, load, save
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; none here"),
-]
+pytestmark = pytest.mark.gpu
 
 
 def _data() -> DataLoader[tuple[torch.Tensor, ...]]:
@@ -62,6 +60,14 @@ def test_gpu_bf16_follows_the_compute_capability() -> None:
     else:
         with pytest.raises(ValueError, match=r"compute capability 8\.0"):
             Runner("cuda", precision="bf16-mixed")
+
+
+@pytest.mark.sim_gpu("T4")
+def test_bf16_is_refused_on_a_simulated_t4() -> None:
+    """The other branch of the test above, whatever GPU this machine has: a T4 is sm_75."""
+    assert torch.cuda.get_device_capability(0) == (7, 5)
+    with pytest.raises(ValueError, match=r"compute capability 8\.0"):
+        Runner("cuda", precision="bf16-mixed")
 
 
 def test_gpu_checkpoint_loads_into_a_cpu_model_and_restores_the_cuda_generator(

@@ -37,3 +37,12 @@ def test_simulated_peak_matches_the_profiler_within_2_percent(sim_accuracy: Modu
     assert abs(result.difference) <= sim_accuracy.TOLERANCE, result
     # What the GPU reports is whole allocator blocks: never less than the tensors hold.
     assert result.allocated_peak >= result.simulator_peak
+
+
+def test_activation_checkpointing_peak_matches_the_profiler(sim_accuracy: ModuleType) -> None:
+    # the recompute in backward must take the path forward took (issue 8: CheckpointError)
+    case = sim_accuracy.transformer_case(
+        batch=2, context=64, dim=64, layers=2, vocab=512, checkpointed=True
+    )
+    result = sim_accuracy.measure(case)
+    assert abs(result.difference) <= sim_accuracy.TOLERANCE, result

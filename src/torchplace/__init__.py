@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "DeviceMismatchError": "torchplace.move",
     "memory": "torchplace",
     "catalog": "torchplace",
+    "lint": "torchplace",
     "simulate": "torchplace.sim",
     "SimReport": "torchplace.sim",
     "Runner": "torchplace.runner",
@@ -53,6 +54,7 @@ __all__ = [
     "devices",
     "explain_auto",
     "guard_same_device",
+    "lint",
     "load",
     "memory",
     "save",
@@ -62,7 +64,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from torchplace import catalog, memory
+    from torchplace import catalog, lint, memory
     from torchplace._devices import DeviceInfo, device, devices, explain_auto
     from torchplace.move import (
         DeviceMismatchError,

@@ -21,6 +21,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("torchplace._cli.sim", "run a script on simulated GPUs (no GPU needed)"),
     "bench": ("torchplace._cli.bench", "honest CPU-vs-accelerator timing and roofline"),
     "run": ("torchplace._cli.run", "launch a script with torchrun (DDP), one process per device"),
+    "lint": ("torchplace._cli.lint", "find device mistakes in source code before anything runs"),
     "demo": ("torchplace._cli.demo", "train the built-in digits example on the best device"),
 }
 

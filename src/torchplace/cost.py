@@ -61,7 +61,7 @@ __all__ = [
     "transfer_seconds",
 ]
 
-Bound = Literal["compute", "memory", "launch", "none"]
+Bound = Literal["compute", "memory", "launch", "communication", "none"]
 
 #: Per-kernel overhead charged to every GPU operation, in seconds. Eager PyTorch spends
 #: a few microseconds of CPU time per operation (Python, the dispatcher, the CUDA
@@ -251,6 +251,7 @@ class OpCost:
         bytes: bytes read plus bytes written.
         seconds: ``max(flops / peak, bytes / bandwidth) + launch``; 0 for views.
         bound: which term dominates; ``"none"`` for operations that run no kernel.
+        precision: the precision key whose peak priced the FLOPs (see :data:`PRECISIONS`).
     """
 
     op: str
@@ -258,6 +259,7 @@ class OpCost:
     bytes: int
     seconds: float
     bound: Bound
+    precision: str = "fp32"
 
 
 def _tensors(tree: Any) -> Iterator[torch.Tensor]:
@@ -337,14 +339,18 @@ def op_cost(
     if count is not None:
         flops = float(count(*args, **kwargs, out_val=out))
     nbytes = _bytes_moved(packet, args, kwargs, out)
-    compute = flops / peaks.flops_for(_compute_dtype(args, kwargs, out), tf32=tf32)
+    dtype = _compute_dtype(args, kwargs, out)
+    compute = flops / peaks.flops_for(dtype, tf32=tf32)
     memory = nbytes / peaks.bandwidth_bytes_per_s
     bound: Bound
     if peaks.launch_seconds > max(compute, memory):
         bound = "launch"
     else:
         bound = "compute" if compute > memory else "memory"
-    return OpCost(name, flops, nbytes, max(compute, memory) + peaks.launch_seconds, bound)
+    return OpCost(
+        name, flops, nbytes, max(compute, memory) + peaks.launch_seconds, bound,
+        precision_of(dtype, tf32=tf32),
+    )  # fmt: skip
 
 
 def transfer_seconds(nbytes: int, peaks: Peaks, direction: Literal["h2d", "d2h"] = "h2d") -> float:

@@ -8,13 +8,10 @@ Memory is shown in GiB (1024**3 bytes); in JSON it is in bytes.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
-import re
 import sys
-from pathlib import Path
 from typing import Any
 
 from torchplace import __version__
@@ -24,6 +21,7 @@ from torchplace._devices import (
     devices,
     no_gpu_reason,
     nvml_status,
+    probe,
     torch_build,
 )
 
@@ -56,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
 def collect() -> dict[str, Any]:
     """Everything ``torchplace info`` shows, as JSON-ready data.
 
-    On a torch build that cannot have an accelerator, torch itself is not imported.
+    torch itself is imported only where a device needs it: not on a build that cannot
+    have an accelerator, nor on a CUDA build on a machine without the CUDA driver (the
+    build, cuDNN and distributed facts are then read from the files torch installed).
 
     Returns:
         The report; ``schema_version`` says which layout it follows.
@@ -86,7 +86,7 @@ def collect() -> dict[str, Any]:
         "torchplace_device": os.environ.get("TORCHPLACE_DEVICE"),
         "nvml": nvml_status().to_dict(),
         "devices": [d.to_dict() for d in devices()],
-        "distributed": _distributed(build),
+        "distributed": _distributed(),
         "auto": auto,
         "no_gpu": no_gpu_reason(),
     }
@@ -104,37 +104,32 @@ def _os_name() -> str:
 
 
 def _cudnn_version(build: TorchBuild) -> int | None:
-    """cuDNN (MIOpen on ROCm) version torch loads; only GPU builds have one."""
+    """cuDNN (MIOpen on ROCm) version torch loads; only GPU builds have one.
+
+    Asks torch when it is imported already; else a pip-installed CUDA torch's cuDNN is
+    read from the wheel beside it, sparing the import (a second or more).
+    """
     if build.cuda is None and build.hip is None:
         return None
+    if build.cuda is not None and "torch" not in sys.modules:
+        version = probe.pip_cudnn_version()
+        if version is not None:
+            return version
     from torch.backends import cudnn
 
     return cudnn.version() if cudnn.is_available() else None
 
 
-def _cmake_definitions() -> set[str] | None:
-    """Compile definitions torch's build exported to CMake, read without importing torch."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(next(iter(spec.submodule_search_locations)))
-    try:
-        text = (root / "share/cmake/Caffe2/Caffe2Targets.cmake").read_text(encoding="utf-8")
-    except OSError:
-        return None
-    found = re.findall(r'INTERFACE_COMPILE_DEFINITIONS "([^"]*)"', text)
-    return {d for group in found for d in group.split(";")} or None
-
-
-def _distributed(build: TorchBuild) -> dict[str, Any]:
+def _distributed() -> dict[str, Any]:
     """Which ``torch.distributed`` backends this build has.
 
-    A CPU-only build is read from the compile definitions it exported (``USE_C10D_GLOO``
-    and so on), sparing the import of torch; any other build asks ``torch.distributed``.
+    Asks ``torch.distributed`` when torch is imported already (a GPU was found); else
+    reads the compile definitions the build exported (``USE_C10D_GLOO`` and so on),
+    sparing the import of torch.
     """
     definitions = None
-    if build.cpu_only and "torch" not in sys.modules:
-        definitions = _cmake_definitions()
+    if "torch" not in sys.modules:
+        definitions = probe.torch_compile_definitions()
     if definitions is not None:
         flags = {name: f"USE_C10D_{name.upper()}" in definitions for name in _BACKENDS}
         available = "USE_DISTRIBUTED" in definitions

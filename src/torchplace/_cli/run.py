@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from torchplace._devices import _visible_text
+from torchplace._devices.discovery import visible_text
 
 __all__ = ["add_arguments", "run"]
 
@@ -126,13 +126,13 @@ def _launch_plan(args: argparse.Namespace, visible: int) -> tuple[list[str], dic
     if args.gpus is not None:
         if visible == 0:
             raise _UsageError(
-                f"--gpus {args.gpus} asks for GPUs, but none is visible here ({_visible_text()})",
+                f"--gpus {args.gpus} asks for GPUs, but none is visible here ({visible_text()})",
                 f"use --procs {args.gpus} to run {args.gpus} CPU processes with gloo",
             )
         if args.gpus > visible:
             raise _UsageError(
                 f"--gpus {args.gpus} asks for more GPUs than the {visible} visible here "
-                f"({_visible_text()})",
+                f"({visible_text()})",
                 f"use --gpus {visible} or fewer, or make more GPUs visible",
             )
         procs, note = args.gpus, f"{args.gpus} process(es), one per GPU (NCCL)"

@@ -8,31 +8,96 @@ before SCRIPT; everything after SCRIPT is passed to it. The exit code is the scr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 __all__ = ["add_arguments", "run"]
 
 _EXAMPLE = "torchplace.sim.example"
+_GRACE_SECONDS = 5.0  # after SIGTERM, how long the child may take to write its report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpu",
         default="h100-sxm-80gb",
-        help="GPU model from the catalog, matched loosely (default: H100 80GB)",
+        help="GPU model from the catalog, matched loosely (default: H100 80GB); several, "
+        "comma-separated, or 'all': which of them the run fits on, from one run per kind",
     )
     parser.add_argument("--gpus", type=int, default=1, help="number of simulated GPUs (default 1)")
     parser.add_argument("--memory", help='override the capacity, e.g. "24GB" or "22.5GiB"')
     parser.add_argument("--context-size", help='override the CUDA context size, e.g. "500MiB"')
     parser.add_argument(
+        "--values",
+        choices=("auto", "real", "placeholder"),
+        default="auto",
+        help="real: simulated tensors hold real values computed on the CPU; placeholder: "
+        "shapes only, any model size; auto (default): real, or placeholder when real values "
+        "would not fit in host memory",
+    )
+    parser.add_argument(
+        "--host-memory-limit",
+        help='with real values, the most host memory simulated tensors may take, e.g. "8GiB" '
+        "(default: half the memory available)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print the report as JSON on stdout (the script's own output goes to stderr)",
+    )
+    parser.add_argument(
+        "--write-files",
+        action="store_true",
+        help="let torch.save of simulated tensors write where the script says (by default "
+        "such files go to a scratch folder the report names: a simulation never replaces a "
+        "real checkpoint)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop the script after this long and report what it did until then",
+    )
+    parser.add_argument(
+        "--nproc-per-node",
+        metavar="N[,N...]",
+        help="run the script as torchrun would start it, N processes per node (DDP, FSDP, "
+        "DeviceMesh), and simulate ranks 0 and the last: per-rank memory and time; several "
+        "values sweep world sizes (1,2,4,8)",
+    )
+    parser.add_argument(
+        "--nnodes", type=int, default=1, help="with --nproc-per-node: the number of nodes"
+    )
+    parser.add_argument(
+        "--rank",
+        default="ends",
+        help="with --nproc-per-node: the ranks to simulate: 'ends' (0 and the last, where "
+        "the work of ranks can differ; default), 'all', or a list such as 0,3",
+    )
+    parser.add_argument(
+        "--network",
+        help="with --nnodes > 1: the network between nodes (a name from the catalog's "
+        "networks, e.g. ib-ndr-400, the default)",
+    )
+    parser.add_argument(
+        "--find-max",
+        metavar="NAME",
+        help="find the largest value of {NAME} (written in the script's arguments or an "
+        "environment variable, e.g. --batch-size {BATCH}) that fits: doubling, then bisection",
+    )
+    parser.add_argument("--min", type=int, default=1, help="with --find-max: the first size")
+    parser.add_argument("--max", type=int, help="with --find-max: the largest size to try")
+    parser.add_argument(
+        "--margin",
+        default="5%",
+        help="with --find-max: memory to keep free, of what the allocator can reserve "
+        "(default 5%%)",
     )
     parser.add_argument("--list-gpus", action="store_true", help="print the GPU catalog and exit")
     parser.add_argument(
@@ -98,18 +163,71 @@ def _died(rc: int) -> str:
     )
 
 
+def _run_child(
+    config: dict[str, Any], *, quiet_stdout: bool, timeout: float | None, silent: bool = False
+) -> int:
+    """Run the child in its own process group; stop it (and whatever it started) on SIGTERM,
+    SIGINT or the timeout. The child turns SIGTERM into an error it reports."""
+    cmd = [sys.executable, "-m", "torchplace.sim._child", config["config_path"]]
+    out: Any = subprocess.DEVNULL if silent else (sys.stderr if quiet_stdout else None)
+    child = subprocess.Popen(
+        cmd, stdout=out, stderr=subprocess.DEVNULL if silent else None, start_new_session=True
+    )
+
+    def stop(signum: int = signal.SIGTERM, *_: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGTERM)
+        try:
+            child.wait(_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop())
+    try:
+        child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        config["timed_out"] = True
+        stop()
+    except KeyboardInterrupt:
+        stop()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)  # anything the script left running
+    return child.wait()
+
+
+def _gpus(text: str) -> list[Any]:
+    """``--gpu``: one GPU, several (``A100,H100``) or ``all`` of the catalog."""
+    from torchplace import catalog
+
+    if text.strip().lower() == "all":
+        return list(catalog.gpus())
+    specs = [catalog.lookup(part) for part in text.split(",") if part.strip()]
+    if not specs:
+        raise ValueError(f"--gpu names no GPU: {text!r}; give a catalog name, a list, or all.")
+    return list({s.key: s for s in specs}.values())
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list_gpus:
         return _list_gpus(args.json)
-    from torchplace import catalog
-    from torchplace.memory import parse_size
-    from torchplace.sim import SimReport, print_report
+    from torchplace._units import parse_size
+    from torchplace.sim.report import print_report
 
-    spec = catalog.lookup(args.gpu)
+    specs = _gpus(args.gpu)
     if args.gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {args.gpus}.")
-    memory = parse_size(args.memory) if args.memory else None
-    context = parse_size(args.context_size) if args.context_size else None
+    if args.timeout is not None and args.timeout <= 0:
+        raise ValueError(f"--timeout must be a positive number of seconds, got {args.timeout}.")
+    options = {
+        "gpus": args.gpus,
+        "memory": parse_size(args.memory) if args.memory else None,
+        "context_bytes": parse_size(args.context_size) if args.context_size else None,
+        "host_memory_limit": parse_size(args.host_memory_limit) if args.host_memory_limit else None,
+        "write_files": args.write_files,
+    }
     script_args = list(args.args)
     if args.module:
         target, is_module = args.module[0], True
@@ -118,46 +236,354 @@ def run(args: argparse.Namespace) -> int:
         target, is_module = args.script, False
         if not os.path.isfile(target):
             raise ValueError(f"no such script: {target!r} (looked in {os.getcwd()}).")
+        _check_syntax(target)
     else:
         target, is_module = _EXAMPLE, True
+    options.update(target=target, module=is_module, args=script_args)
+    if args.nproc_per_node:
+        return _ranks(args, specs, options)
+    if args.find_max:
+        return _find_max(args, specs, options)
 
-    with tempfile.TemporaryDirectory(prefix="torchplace-sim-") as tmp:
-        report_path = os.path.join(tmp, "report.json")
-        config_path = os.path.join(tmp, "config.json")
-        with open(config_path, "w") as f:
-            json.dump(
-                {
-                    "gpu": spec.key,
-                    "gpus": args.gpus,
-                    "memory": memory,
-                    "context_bytes": context,
-                    "target": target,
-                    "module": is_module,
-                    "args": script_args,
-                    "report": report_path,
-                },
-                f,
-            )
-        cmd = [sys.executable, "-m", "torchplace.sim._child", config_path]
-        child = subprocess.run(cmd, stdout=sys.stderr if args.json else None)
-        sys.stdout.flush()
-        if os.path.exists(report_path):
-            with open(report_path) as f:
-                report = SimReport.from_dict(json.load(f))
-        else:
-            report = SimReport(
-                gpu={"key": spec.key, "name": spec.name, "torch_name": spec.torch_name},
-                script=target,
-            )
-            report.error = {
-                "type": "ProcessDied",
-                "message": _died(child.returncode),
-                "file": None,
-                "line": None,
-            }
-    report.exit_code = child.returncode if child.returncode >= 0 else 128 - child.returncode
+    if len(specs) == 1:
+        _, report = _simulate(args, specs[0], None, options)
+    else:
+        report = _plan(args, specs, options)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print_report(report)
-    return report.exit_code
+    return report.exit_code or 0
+
+
+def _sizes(text: str, flag: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or any(n < 1 for n in sizes):
+        raise ValueError(f"{flag} takes whole numbers >= 1, separated by commas; got {text!r}.")
+    return sizes
+
+
+def _rank_list(text: str, world: int) -> list[int]:
+    if text == "ends":
+        return sorted({0, world - 1})
+    if text == "all":
+        return list(range(world))
+    try:
+        ranks = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        ranks = []
+    if not ranks:
+        raise ValueError(f"--rank takes 'ends', 'all' or rank numbers such as 0,3; got {text!r}.")
+    bad = [r for r in ranks if not 0 <= r < world]
+    if bad:
+        raise ValueError(f"--rank {bad[0]} is not a rank of a world of {world} processes.")
+    return ranks
+
+
+def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) -> int:
+    """``--nproc-per-node``: simulate ranks of a torchrun world, one child per rank."""
+    from torchplace.sim.report import print_report
+
+    if len(specs) != 1:
+        raise ValueError("--nproc-per-node simulates one GPU model; give one --gpu.")
+    if args.nnodes < 1:
+        raise ValueError(f"--nnodes must be at least 1, got {args.nnodes}.")
+    worlds = []
+    for per_node in _sizes(args.nproc_per_node, "--nproc-per-node"):
+        world = per_node * args.nnodes
+        worlds.append((per_node, world, _rank_list(args.rank, world)))
+    values = args.values
+    if any(world > 1 for _, world, _ in worlds):
+        if values == "real":
+            raise ValueError(
+                "--values real needs the data of every rank, and a simulated rank has no other "
+                "ranks: simulate ranks with placeholder values (the default here)."
+            )
+        values = "placeholder"
+    quiet = argparse.Namespace(**{**vars(args), "values": values})
+    sweep = []
+    first = None
+    for per_node, world, ranks in worlds:
+        rows = []
+        for rank in ranks:
+            env = {
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank % per_node),
+                "GROUP_RANK": str(rank // per_node),
+                "NODE_RANK": str(rank // per_node),
+                "ROLE_RANK": str(rank),
+                "WORLD_SIZE": str(world),
+                "LOCAL_WORLD_SIZE": str(per_node),
+                "ROLE_WORLD_SIZE": str(world),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "29500",
+                "TORCHELASTIC_RUN_ID": "torchplace-sim",
+                "TORCHELASTIC_RESTART_COUNT": "0",
+            }
+            run_options = {
+                **options,
+                "gpus": per_node,
+                "nodes": args.nnodes,
+                "network": args.network,
+                "env": env,
+            }
+            _, report = _simulate(quiet, specs[0], None, run_options, output=first is None)
+            first = first or report
+            rows.append(_rank_row(rank, rank % per_node, report))
+        sweep.append(
+            {"nproc_per_node": per_node, "nnodes": args.nnodes, "world": world, "ranks": rows}
+        )
+    assert first is not None
+    first.ranks = sweep
+    if args.json:
+        print(json.dumps(first.to_dict(), indent=2))
+    else:
+        print_report(first)
+    return first.exit_code or 0
+
+
+def _rank_row(rank: int, local: int, report: Any) -> dict[str, Any]:
+    """What one simulated rank used: its GPU (cuda:LOCAL_RANK), time split, error."""
+    d = report.devices[local] if local < len(report.devices) else None
+    by_bound = (d.estimate.get("seconds_by_bound", {}) if d else {}) or {}
+    steps = max(d.steps, 1) if d else 1
+    comm = by_bound.get("communication", 0.0) / steps
+    total = (d.estimated_step_seconds or d.estimated_total_seconds) if d else None
+    return {
+        "rank": rank,
+        "local_rank": local,
+        "peak_allocated_bytes": d.peak_allocated_bytes if d else 0,
+        "peak_reserved_bytes": d.peak_reserved_bytes if d else 0,
+        "capacity_bytes": d.capacity_bytes if d else 0,
+        "verdict": d.verdict if d else "-",
+        "peak_breakdown": dict(d.peak_breakdown) if d else {},
+        "step_seconds": total,
+        "communication_seconds": comm,
+        "compute_seconds": (total - comm) if total is not None else None,
+        "error": report.error,
+    }
+
+
+def _margin(text: str) -> float:
+    value = text.strip()
+    try:
+        margin = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    except ValueError:
+        margin = -1.0
+    if not 0 <= margin <= 0.5:
+        raise ValueError(
+            f"--margin must be a fraction or a percentage from 0 to 50%, got {text!r}."
+        )
+    return margin
+
+
+def _find_max(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) -> int:
+    """``--find-max NAME``: the largest {NAME} that fits each GPU (torchplace.sim.search)."""
+    from torchplace.sim.search import FindMaxError, Probe, search
+
+    token = "{" + args.find_max + "}"
+    env_keys = [k for k, v in os.environ.items() if token in v]
+    if not any(token in a for a in options["args"]) and not env_keys:
+        raise ValueError(
+            f"--find-max {args.find_max}: {token} appears in no argument of the script and in "
+            f"no environment variable; write it where the size goes, e.g. "
+            f"torchplace sim --find-max {args.find_max} train.py --batch-size {token}"
+        )
+    margin = _margin(args.margin)
+    values = args.values if args.values != "auto" else "placeholder"
+    quiet = argparse.Namespace(**{**vars(args), "values": values, "json": True})
+    saved_env = {k: os.environ[k] for k in env_keys}
+
+    def probe(size: int) -> dict[str, Probe]:
+        run_options = {**options, "args": [a.replace(token, str(size)) for a in options["args"]]}
+        for k, v in saved_env.items():
+            os.environ[k] = v.replace(token, str(size))
+        try:
+            if len(specs) == 1:
+                _, report = _simulate(quiet, specs[0], None, run_options, output=False)
+                rows = [_row(specs[0].key, report)]
+            else:
+                report = _plan(quiet, specs, run_options, output=False)
+                rows = report.plan["gpus"]
+        finally:
+            os.environ.update(saved_env)
+        error = (
+            report.error
+            if report.error and report.error.get("type") != "OutOfMemoryError"
+            else None
+        )
+        found = {}
+        for row in rows:
+            oom = row.get("oom")
+            found[row["key"]] = Probe(
+                size=size,
+                oom=bool(oom),
+                peak_allocated_bytes=row["peak_allocated_bytes"],
+                peak_reserved_bytes=row["peak_reserved_bytes"],
+                limit_bytes=row["capacity_bytes"] - row["context_bytes"],
+                step_seconds=row.get("estimated_step_seconds"),
+                error=None if oom else error,
+                oom_where=f"{oom['file']}:{oom['line']}" if oom and oom.get("file") else None,
+            )
+        verdicts = ", ".join(f"{k}: {'fits' if p.fits(margin) else 'no'}" for k, p in found.items())
+        print(f"torchplace sim: {token} = {size}: {verdicts}", file=sys.stderr)
+        return found
+
+    try:
+        results = search(probe, low=args.min, high=args.max, margin=margin)
+    except FindMaxError as e:
+        raise ValueError(str(e)) from e
+    if args.json:
+        print(
+            json.dumps(
+                {"schema_version": 1, "find_max": {k: r.to_dict() for k, r in results.items()}},
+                indent=2,
+            )
+        )
+    else:
+        from rich.console import Console
+
+        from torchplace.sim.report import render_find_max
+
+        render_find_max(
+            token, results, Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+        )
+    return 0
+
+
+def _row(key: str, report: Any) -> dict[str, Any]:
+    """The one GPU of a single run, in the shape of a --gpu all row."""
+    d = max(report.devices, key=lambda d: d.peak_reserved_bytes) if report.devices else None
+    oom = report.oom
+    return {
+        "key": key,
+        "oom": oom,
+        "peak_allocated_bytes": d.peak_allocated_bytes if d else 0,
+        "peak_reserved_bytes": d.peak_reserved_bytes if d else 0,
+        "capacity_bytes": d.capacity_bytes if d else 0,
+        "context_bytes": d.context_bytes if d else 0,
+        "estimated_step_seconds": (d.estimated_step_seconds or d.estimated_total_seconds)
+        if d
+        else None,
+    }
+
+
+def _plan(
+    args: argparse.Namespace, specs: list[Any], options: dict[str, Any], *, output: bool = True
+) -> Any:
+    """Several GPUs: one run on the largest, replayed on all; when the run made a choice
+    that depends on the GPU (the attention kernel), one more run per other kind of GPU."""
+    from torchplace.sim import plan
+
+    groups = plan.classes(specs)
+    first = max(groups, key=lambda g: g[0].torch_total_bytes)
+    _, report = _simulate(args, first[0], specs, options, output=output)
+    rows = {g["key"]: g for g in (report.plan or {}).get("gpus", [])}
+    runs = [{"gpu": first[0].key, "class": [s.key for s in specs]}]
+    kernel_choice = any("attention kernel" in d for d in report.decisions)
+    for group in groups if kernel_choice else []:
+        if group is first:
+            runs[0]["class"] = [s.key for s in group]
+            continue
+        _, other = _simulate(args, group[0], group, options, output=output)
+        rows.update({g["key"]: g for g in (other.plan or {}).get("gpus", [])})
+        runs.append({"gpu": group[0].key, "class": [s.key for s in group]})
+        if other.exit_code and not report.exit_code:
+            report.exit_code = other.exit_code
+    assumptions = []
+    if any("properties" in d for d in report.decisions):
+        assumptions.append(
+            "the script read the GPU's properties (name, memory, capability); each row "
+            "assumes it took the same path as on the GPU it ran on"
+        )
+    report.plan = {"gpus": list(rows.values()), "runs": runs, "assumptions": assumptions}
+    return report
+
+
+def _simulate(
+    args: argparse.Namespace,
+    spec: Any,
+    plan_gpus: list[Any] | None,
+    options: dict[str, Any],
+    *,
+    output: bool = True,
+) -> tuple[int, Any]:
+    """Run the script once on ``spec`` (its report replayed on ``plan_gpus``); with
+    ``--values auto``, again with placeholders if real values do not fit on the host."""
+    from torchplace.sim.report import SimReport
+
+    values = "real" if args.values == "auto" else args.values
+    fallback_note = None
+    while True:
+        with tempfile.TemporaryDirectory(prefix="torchplace-sim-") as tmp:
+            config: dict[str, Any] = {
+                **options,
+                "gpu": spec.key,
+                "values": values,
+                "plan_gpus": [s.key for s in plan_gpus] if plan_gpus else None,
+                "env": options.get("env", {}),
+                "report": os.path.join(tmp, "report.json"),
+                "config_path": os.path.join(tmp, "config.json"),
+            }
+            with open(config["config_path"], "w") as f:
+                json.dump(config, f)
+            rc = _run_child(config, quiet_stdout=args.json, timeout=args.timeout, silent=not output)
+            sys.stdout.flush()
+            if os.path.exists(config["report"]):
+                with open(config["report"]) as f:
+                    report = SimReport.from_dict(json.load(f))
+            else:
+                report = SimReport(
+                    gpu={"key": spec.key, "name": spec.name, "torch_name": spec.torch_name},
+                    script=options["target"],
+                    values=values,
+                )
+                report.error = {
+                    "type": "ProcessDied",
+                    "message": _died(rc),
+                    "file": None,
+                    "line": None,
+                }
+        if config.get("timed_out"):
+            report.error = {
+                "type": "Timeout",
+                "message": f"the run was stopped after {args.timeout:g} s (--timeout)",
+                "file": (report.error or {}).get("file"),
+                "line": (report.error or {}).get("line"),
+            }
+        error = report.error or {}
+        if (
+            args.values == "auto"
+            and values == "real"
+            and error.get("type") == "HostMemoryError"
+            and "hold real values" in error.get("message", "")  # not a host-built tensor
+        ):
+            where = f" (at {error['file']}:{error['line']})" if error.get("file") else ""
+            fallback_note = (
+                "values: placeholder — the run was repeated with placeholder values because "
+                f"real values would not fit in host memory{where}; values read back are zeros"
+            )
+            print(f"torchplace sim: {fallback_note}", file=sys.stderr)
+            values = "placeholder"
+            continue
+        break
+    if fallback_note:
+        report.notes.insert(0, {"text": fallback_note, "count": 1})
+    report.exit_code = rc if rc >= 0 else 128 - rc
+    return report.exit_code, report
+
+
+def _check_syntax(path: str) -> None:
+    """A script that does not parse is reported as Python reports it, before anything runs."""
+    with open(path, "rb") as f:
+        source = f.read()
+    try:
+        compile(source, path, "exec")
+    except SyntaxError as e:
+        import traceback
+
+        sys.stderr.write("".join(traceback.format_exception_only(e)))
+        raise SystemExit(1) from None

@@ -1,4 +1,4 @@
-"""Safe checkpoints: atomic writes, ``weights_only`` reads, loads onto any machine.
+"""Safe checkpoints: atomic writes, ``weights_only`` reads, verified before anything changes.
 
 ``save(path, **state)`` writes every object that has a ``state_dict()`` (models, unwrapped
 from DDP; optimizers; GradScalers; LR schedulers) and every plain value (numbers,
@@ -19,8 +19,15 @@ Guarantees:
   every tensor to ``map_location`` (the CPU by default), so a checkpoint saved on
   ``cuda:3`` loads on a machine without a GPU; ``load_state_dict`` then copies the values
   onto the devices the objects live on now.
-- A damaged file (truncated, corrupted: every record's CRC-32 is checked) or a missing
-  one is an error that names the file.
+- ``load`` never returns wrong data and never half-loads: the file is sealed with a SHA-256
+  of all its bytes, checked before anything is unpickled (see
+  ``torchplace.runner._checkpoint_file``); then every saved state is checked against the
+  object it goes into (keys, shapes, dtypes, parameter groups) and every random state is
+  tried on a generator of its own, and only then is anything changed. Anything wrong is
+  one ``ValueError`` that names the file, says what is wrong and what to do. A missing file
+  is a ``FileNotFoundError`` that names it.
+- Files written before the seal (checkpoint format 1) still load, with a warning: their
+  zip structure is checked strictly and every record's CRC-32 is tested.
 
 Examples:
     >>> import os, tempfile, torch
@@ -36,12 +43,12 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
-import pickle
 import random
-import tempfile
-import zipfile
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +56,19 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from torchplace.runner import _checkpoint_file
+from torchplace.runner._checkpoint_file import FORMAT, VERSION
 from torchplace.runner._distributed import _group_ready, _rank0_flag, unwrap
 
 __all__ = ["load", "save"]
 
-_FORMAT = "torchplace.checkpoint"
-_VERSION = 1
-_TMP_MARK = ".tmp-"
-
 
 def save(path: str | os.PathLike[str], **state: Any) -> None:
     """Write a checkpoint atomically: the old file survives a crash at any moment.
+
+    The file is what ``torch.save`` writes (``torch.load(path, weights_only=True)`` reads
+    it), sealed with a SHA-256 of all its bytes in the zip archive's comment
+    (``unzip -z path`` shows it).
 
     Args:
         path: the checkpoint file; its directory is created if missing.
@@ -99,13 +108,15 @@ def save(path: str | os.PathLike[str], **state: Any) -> None:
     error: BaseException | None = None
     try:
         payload = {
-            "format": _FORMAT,
-            "version": _VERSION,
+            "format": FORMAT,
+            "version": VERSION,
             "objects": {k: _state_dict(k, v) for k, v in objects.items()},
             "values": values,
             "rng": rng,
         }
-        _write_atomic(path, payload)
+        path, placeholder = _simulated_target(path, payload)
+        with torch.serialization.skip_data() if placeholder else contextlib.nullcontext():
+            _checkpoint_file.write_atomic(path, payload, placeholder=placeholder)
     except BaseException as e:
         error = e
     if distributed:
@@ -122,6 +133,12 @@ def load(
 ) -> dict[str, Any]:
     """Read a checkpoint, fill the given objects in place and return its plain values.
 
+    Nothing changes unless everything fits: the file's seal (a SHA-256 of all its bytes),
+    the structure of what it holds, every saved state against the object it goes into
+    (a model's keys, shapes and dtypes; an optimizer's parameter groups and per-parameter
+    state; a scheduler's or GradScaler's fields) and the random states are all checked
+    first. Then the objects are filled and the random states restored.
+
     Args:
         path: a file written by :func:`save`.
         map_location: where the file's tensors are read to before ``load_state_dict``
@@ -136,7 +153,12 @@ def load(
     Raises:
         FileNotFoundError: no file at ``path``.
         ValueError: the file is damaged or not a torchplace checkpoint, a name is not in
-            it, or a saved state does not fit the object given (the message says which).
+            it, or a saved state does not fit the object given (the message says which);
+            no object and no random state has changed.
+
+    Warns:
+        UserWarning: the file was written before checkpoints were sealed (format 1): it
+            was checked as strictly as that format allows; saving it again seals it.
 
     Examples:
         >>> import os, tempfile, torch
@@ -154,23 +176,25 @@ def load(
                 f"{type(obj).__name__}: plain values come back from load(), e.g. "
                 f"step = load(path, model=model)[{name!r}]."
             )
-    payload = _read(path, torch.device("cpu") if map_location is None else map_location)
-    saved = payload["objects"]
-    for name, obj in state.items():
-        if name not in saved:
-            raise ValueError(
-                f"the checkpoint {path} has no {name!r}: it holds the objects "
-                f"{sorted(saved) or 'none'} and the values {sorted(payload['values']) or 'none'}."
-            )
-        target = unwrap(obj) if isinstance(obj, nn.Module) else obj
-        try:
-            target.load_state_dict(saved[name])
-        except (RuntimeError, ValueError, KeyError, TypeError) as e:
-            raise ValueError(
-                f"the {name!r} saved in {path} does not fit the {type(target).__name__} given: {e}"
-            ) from e
-    _restore_rng(payload["rng"])
-    return dict(payload["values"])
+    path, placeholder = _simulated_source(path)
+    with torch.serialization.skip_data() if placeholder else contextlib.nullcontext():
+        payload, version = _checkpoint_file.read(
+            path,
+            torch.device("cpu") if map_location is None else map_location,
+            placeholder=placeholder,
+        )
+    plan = _plan(path, payload, state, placeholder=placeholder)
+    if version < VERSION:
+        warnings.warn(
+            f"{path} is a checkpoint of format {version}, written before torchplace sealed "
+            f"checkpoints with a SHA-256 of all their bytes: its zip structure, every "
+            f"record's CRC-32 and every saved state's keys and shapes were checked, which "
+            f"catches most damage but not all. Save it again to seal it.",
+            UserWarning,
+            stacklevel=2,
+        )
+    _apply(path, plan)
+    return plan.values
 
 
 # --- what goes in ---------------------------------------------------------------------
@@ -229,115 +253,336 @@ def _check_plain(what: str, value: Any, part: Any) -> None:
     )
 
 
-# --- writing ----------------------------------------------------------------------------
+# --- inside torchplace sim ---------------------------------------------------------------
 
 
-def _write_atomic(path: Path, payload: dict[str, Any]) -> None:
-    directory = path.absolute().parent
+def _simulated_target(path: Path, payload: Any) -> tuple[Path, bool]:
+    """Inside ``torchplace sim``, where a checkpoint of simulated tensors goes (a simulated
+    run never replaces a real checkpoint; see torchplace.sim._files), and whether it is
+    written without data (placeholder values)."""
+    from torchplace.sim import _files
+
+    files = _files.current()
+    if files is None:
+        return path, False
+    target, placeholder = files.target(path, payload)
+    return Path(target), placeholder
+
+
+def _simulated_source(path: Path) -> tuple[Path, bool]:
+    """Inside ``torchplace sim``, where a load of ``path`` reads, and whether it is data-less."""
+    from torchplace.sim import _files
+
+    files = _files.current()
+    if files is None:
+        return path, False
+    source, placeholder = files.source(path)
+    return Path(source), placeholder
+
+
+# --- checking everything before anything changes ----------------------------------------
+
+
+class _Unfit(Exception):
+    """What does not fit, as the end of a sentence (caught where the file name is known)."""
+
+
+@dataclass
+class _Plan:
+    """What load will do, once everything is checked."""
+
+    loads: list[tuple[str, Any, Any, str]] = field(default_factory=list)  # name, obj, state, kind
+    rng: dict[str, Any] | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+# applied in this order: what can be put back first, modules (which cannot) last
+_KINDS = ("other", "scheduler", "scaler", "optimizer", "module")
+
+# the per-element state of torch.optim's optimizers: shaped like the parameter
+_ELEMENTWISE = frozenset(
+    {
+        "exp_avg",
+        "exp_avg_sq",
+        "max_exp_avg_sq",
+        "exp_inf",
+        "momentum_buffer",
+        "sum",
+        "square_avg",
+        "acc_delta",
+        "grad_avg",
+        "ax",
+        "prev",
+        "step_size",
+    }
+)
+
+
+def _damaged(path: Path, what: str) -> ValueError:
+    return _checkpoint_file.damaged(path, path.stat().st_size, what)
+
+
+def _plan(
+    path: Path, payload: dict[str, Any], state: dict[str, Any], *, placeholder: bool
+) -> _Plan:
+    expected = {"format", "version", "objects", "values", "rng"}
+    if payload.keys() != expected:
+        raise _damaged(
+            path, f"it holds the entries {sorted(map(str, payload))}, not {sorted(expected)}"
+        )
+    saved, values = payload["objects"], payload["values"]
+    for what, part in (("objects", saved), ("values", values)):
+        if not (isinstance(part, dict) and all(isinstance(k, str) for k in part)):
+            raise _damaged(path, f"its {what} are a {type(part).__name__}, not a dict by name")
+    for name, obj_state in saved.items():
+        if not isinstance(obj_state, Mapping):
+            raise _damaged(
+                path, f"the state of {name!r} is a {type(obj_state).__name__}, not a dict"
+            )
+    plan = _Plan(values=dict(values))
+    for name, obj in state.items():
+        if name not in saved:
+            raise ValueError(
+                f"the checkpoint {path} has no {name!r}: it holds the objects "
+                f"{sorted(saved) or 'none'} and the values {sorted(values) or 'none'}."
+            )
+        target = unwrap(obj) if isinstance(obj, nn.Module) else obj
+        kind = _kind(target)
+        try:
+            _FITS[kind](target, saved[name])
+        except _Unfit as e:
+            raise ValueError(
+                f"the {name!r} saved in {path} does not fit the {type(target).__name__} "
+                f"given: {e}. Nothing was loaded: pass an object built like the one saved "
+                f"as {name!r}."
+            ) from None
+        plan.loads.append((name, target, saved[name], kind))
+    plan.loads.sort(key=lambda load: _KINDS.index(load[3]))
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RuntimeError(f"cannot create the directory {directory} for {path}: {e}") from e
-    _remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}{_TMP_MARK}{os.getpid()}-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise RuntimeError(
-                f"could not write the checkpoint {path}: {e}. The previous checkpoint, if "
-                f"any, is untouched."
-            ) from e
-        raise
-    _fsync_directory(directory)
+        plan.rng = _rng_plan(payload["rng"], placeholder=placeholder)
+    except _Unfit as e:
+        raise _damaged(path, f"its random states are not valid ({e})") from None
+    return plan
 
 
-def _remove_stale_temporaries(path: Path) -> None:
-    """Remove temporary files of this checkpoint whose writer process no longer exists."""
-    directory = path.absolute().parent
-    prefix = f".{path.name}{_TMP_MARK}"
-    for name in os.listdir(directory):
-        pid = name[len(prefix) :].split("-", 1)[0] if name.startswith(prefix) else ""
-        if pid.isdigit() and not _process_alive(int(pid)):
-            with contextlib.suppress(OSError):
-                os.unlink(directory / name)
+def _kind(target: Any) -> str:
+    if isinstance(target, nn.Module):
+        return "module"
+    if isinstance(target, torch.optim.Optimizer):
+        return "optimizer"
+    if isinstance(
+        target, torch.optim.lr_scheduler.LRScheduler | torch.optim.lr_scheduler.ReduceLROnPlateau
+    ):
+        return "scheduler"
+    if isinstance(target, torch.amp.GradScaler):
+        return "scaler"
+    return "other"
 
 
-def _process_alive(pid: int) -> bool:
-    if os.name != "posix":
-        return True  # no cheap liveness check: keep the file
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _fit_module(target: nn.Module, saved: Mapping[str, Any]) -> None:
+    """What ``load_state_dict(strict=True)`` checks, before it copies anything."""
+    current = target.state_dict()
+    missing = [k for k in current if k not in saved]
+    unexpected = [k for k in saved if k not in current]
+    if missing or unexpected:
+        parts = [f"missing keys {_few(missing)}"] if missing else []
+        parts += [f"unexpected keys {_few(unexpected)}"] if unexpected else []
+        raise _Unfit(" and ".join(parts))
+    for key, have in current.items():
+        got = saved[key]
+        if not isinstance(have, torch.Tensor):
+            continue  # extra state: the module's set_extra_state takes what it gets
+        if not isinstance(got, torch.Tensor):
+            raise _Unfit(f"{key} is a {type(got).__name__} in the checkpoint, a tensor here")
+        if nn.parameter.is_lazy(have):
+            continue  # a lazy module takes its shape from the checkpoint
+        if got.shape != have.shape:
+            raise _Unfit(
+                f"size mismatch for {key}: shape {list(got.shape)} in the checkpoint, "
+                f"{list(have.shape)} here"
+            )
+        if got.dtype != have.dtype and not (got.is_floating_point() and have.is_floating_point()):
+            raise _Unfit(f"{key} is {got.dtype} in the checkpoint, {have.dtype} here")
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (POSIX); Windows cannot open a directory for this."""
-    if os.name != "posix":
+def _fit_optimizer(target: torch.optim.Optimizer, saved: Mapping[str, Any]) -> None:
+    """What ``Optimizer.load_state_dict`` checks, and the shapes of per-element state."""
+    groups, state = saved.get("param_groups"), saved.get("state")
+    if not (isinstance(groups, list | tuple) and isinstance(state, Mapping)):
+        raise _Unfit(
+            f"it holds {sorted(map(str, saved))}, not an optimizer's state and param_groups"
+        )
+    if len(groups) != len(target.param_groups):
+        raise _Unfit(
+            f"parameter groups: {len(groups)} in the checkpoint, {len(target.param_groups)} here"
+        )
+    params: dict[Any, torch.Tensor] = {}
+    for i, (group, mine) in enumerate(zip(groups, target.param_groups, strict=True)):
+        if not (isinstance(group, Mapping) and isinstance(group.get("params"), list | tuple)):
+            raise _Unfit(f"parameter group {i} lists no parameters")
+        if len(group["params"]) != len(mine["params"]):
+            raise _Unfit(
+                f"parameter group {i} has {len(group['params'])} parameters in the checkpoint, "
+                f"{len(mine['params'])} here"
+            )
+        for key in sorted(group.keys() & mine.keys() - {"params", "param_names"}):
+            _fit_value(group[key], mine[key], f"parameter group {i}'s {key!r}")
+        for index, param in zip(group["params"], mine["params"], strict=True):
+            if type(index) is not int or index in params:
+                raise _Unfit(f"parameter group {i} lists the parameter {index!r} wrongly")
+            params[index] = param
+    elementwise = type(target).__module__.startswith("torch.optim.")
+    for index, entry in state.items():
+        if index not in params:
+            raise _Unfit(f"it holds state for parameter {index!r}, which no parameter group lists")
+        if not (isinstance(entry, Mapping) and all(isinstance(k, str) for k in entry)):
+            raise _Unfit(f"the state of parameter {index} is not a dict of named values")
+        param = params[index]
+        for key, value in entry.items():
+            if (
+                elementwise
+                and key in _ELEMENTWISE
+                and isinstance(value, torch.Tensor)
+                and not nn.parameter.is_lazy(param)
+                and value.shape != param.shape
+            ):
+                raise _Unfit(
+                    f"the {key} of parameter {index} has shape {list(value.shape)} in the "
+                    f"checkpoint, the parameter {list(param.shape)}"
+                )
+
+
+def _fit_scheduler(target: Any, saved: Mapping[str, Any]) -> None:
+    current = target.state_dict()
+    missing = [k for k in current if k not in saved and not k.startswith("_")]
+    if missing:  # private fields come and go between torch versions; the public ones stay
+        raise _Unfit(f"missing fields {_few(missing)}")
+    for key in sorted(current.keys() & saved.keys()):
+        _fit_value(saved[key], current[key], repr(key))
+
+
+def _fit_scaler(target: torch.amp.GradScaler, saved: Mapping[str, Any]) -> None:
+    if not target.is_enabled():
+        return  # a disabled scaler's load_state_dict ignores what it gets
+    current = target.state_dict()
+    missing = [k for k in current if k not in saved]
+    if missing:
+        raise _Unfit(
+            f"missing fields {_few(missing)}"
+            + (" (it was saved from a disabled GradScaler)" if not saved else "")
+        )
+    for key in sorted(current):
+        _fit_value(saved[key], current[key], repr(key))
+
+
+def _fit_other(target: Any, saved: Mapping[str, Any]) -> None:
+    """Nothing is known of an object's state_dict: it is put back if loading it fails."""
+
+
+_FITS: dict[str, Callable[[Any, Mapping[str, Any]], None]] = {
+    "module": _fit_module,
+    "optimizer": _fit_optimizer,
+    "scheduler": _fit_scheduler,
+    "scaler": _fit_scaler,
+    "other": _fit_other,
+}
+
+
+def _fit_value(saved: Any, current: Any, where: str) -> None:
+    """``saved`` can replace ``current``: numbers for numbers, same lengths, same shapes."""
+    if saved is None or current is None:
         return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# --- reading ----------------------------------------------------------------------------
-
-
-def _read(path: Path, map_location: str | torch.device) -> dict[str, Any]:
-    if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "does not exist"
-        raise FileNotFoundError(
-            f"no checkpoint at {path} ({path.absolute()} {what}): check the path, or start "
-            f"from scratch when no checkpoint was saved yet (if os.path.exists(path): load(...))."
+    if _is_number(saved) and _is_number(current):
+        return
+    if isinstance(saved, torch.Tensor) and isinstance(current, torch.Tensor):
+        if saved.shape != current.shape:
+            raise _Unfit(f"{where} has shape {list(saved.shape)}, {list(current.shape)} here")
+        return
+    if isinstance(saved, list | tuple) and isinstance(current, list | tuple):
+        if len(saved) != len(current):
+            raise _Unfit(f"{where} has {len(saved)} items in the checkpoint, {len(current)} here")
+        for i, (a, b) in enumerate(zip(saved, current, strict=True)):
+            _fit_value(a, b, f"{where}[{i}]")
+        return
+    if isinstance(saved, Mapping) and isinstance(current, Mapping):
+        for key in saved.keys() & current.keys():
+            _fit_value(saved[key], current[key], f"{where}[{key!r}]")
+        return
+    if type(saved) is not type(current):
+        raise _Unfit(
+            f"{where} is a {type(saved).__name__} in the checkpoint, a "
+            f"{type(current).__name__} here"
         )
-    size = path.stat().st_size
-    damaged = (
-        f"the checkpoint {path} ({size} bytes) is damaged: {{}}. It was cut short (a copy "
-        f"interrupted, a full disk) or changed after it was written, or it is not a PyTorch "
-        f"checkpoint; load an earlier checkpoint or start again."
-    )
+
+
+def _is_number(x: Any) -> bool:
+    if isinstance(x, torch.Tensor):
+        return x.dim() == 0
+    return isinstance(x, bool | int | float)
+
+
+def _few(keys: list[str]) -> str:
+    shown = ", ".join(repr(k) for k in keys[:5])
+    return f"{shown} and {len(keys) - 5} more" if len(keys) > 5 else shown
+
+
+# --- applying ---------------------------------------------------------------------------
+
+
+def _apply(path: Path, plan: _Plan) -> None:
+    # what puts each object back if a later one fails (None: a module, not copied)
+    snapshots = [_snapshot(target, kind) for _, target, _, kind in plan.loads]
+    done: list[tuple[str, Any, Any]] = []
+    for (name, target, saved, _), snapshot in zip(plan.loads, snapshots, strict=True):
+        try:
+            target.load_state_dict(saved)
+        except Exception as e:
+            changed = _undo([*done, (name, target, snapshot)])
+            state = (
+                "nothing was changed"
+                if not changed
+                else f"{_few(changed)} may be partly loaded and could not be put back: "
+                f"rebuild them before using them"
+            )
+            raise ValueError(
+                f"the {name!r} saved in {path} passed every check, but the "
+                f"{type(target).__name__}'s load_state_dict refused it "
+                f"({type(e).__name__}: {e}); {state}. Pass an object built like the one "
+                f"saved as {name!r}."
+            ) from e
+        done.append((name, target, snapshot))
+    if plan.rng is not None:
+        _restore_rng(plan.rng)
+
+
+def _snapshot(target: Any, kind: str) -> Any:
+    """What puts ``target`` back after a failed load (None: nothing, for a module)."""
+    if kind == "module":  # copying every weight would double the model's memory
+        return None
     try:
-        with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise ValueError(damaged.format(f"it is not a complete zip archive ({e})")) from e
-    if bad is not None:
-        raise ValueError(damaged.format(f"the record {bad!r} fails its CRC-32 check"))
-    try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as e:
-        raise ValueError(
-            f"{path} holds objects that torch.load(weights_only=True) refuses to rebuild, "
-            f"so it was not written by torchplace.save. If you trust the file, read it with "
-            f"torch.load(path, weights_only=False). ({str(e).splitlines()[-1]})"
-        ) from e
-    except Exception as e:
-        raise ValueError(damaged.format(f"torch.load failed ({type(e).__name__}: {e})")) from e
-    if not (isinstance(payload, dict) and payload.get("format") == _FORMAT):
-        kind = type(payload).__name__
-        keys = f" with keys {sorted(map(str, payload))[:8]}" if isinstance(payload, dict) else ""
-        raise ValueError(
-            f"{path} is a PyTorch file (a {kind}{keys}) but not a torchplace checkpoint: read "
-            f"it with torch.load(path, weights_only=True) and load_state_dict() yourself."
-        )
-    if payload.get("version", 0) > _VERSION:
-        raise ValueError(
-            f"{path} was written by a newer torchplace (checkpoint format "
-            f"{payload['version']}, this one reads up to {_VERSION}): upgrade torchplace."
-        )
-    return payload
+        state = target.state_dict()
+        if kind == "optimizer":  # load_state_dict swaps state tensors, never writes into them
+            return {
+                "state": {k: dict(v) for k, v in state["state"].items()},
+                "param_groups": [dict(g) for g in state["param_groups"]],
+            }
+        return copy.deepcopy(state)
+    except Exception:
+        return None  # cannot be copied: named if a later load fails
+
+
+def _undo(done: list[tuple[str, Any, Any]]) -> list[str]:
+    """Put back what can be; the names of what could not."""
+    changed = []
+    for name, target, snapshot in reversed(done):
+        if snapshot is None:
+            changed.append(name)
+            continue
+        try:
+            target.load_state_dict(snapshot)
+        except Exception:
+            changed.append(name)
+    return changed
 
 
 # --- random number generators ---------------------------------------------------------
@@ -369,25 +614,85 @@ def _gather_rng() -> list[dict[str, Any]]:
     return list(states) if states is not None else []
 
 
-def _restore_rng(states: list[dict[str, Any]]) -> None:
-    if not states:
-        return
+def _rng_plan(states: Any, *, placeholder: bool) -> dict[str, Any] | None:
+    """This process's random states, checked on generators of their own; None if none."""
+    if not isinstance(states, list):
+        raise _Unfit(f"a {type(states).__name__}, not a list per rank")
+    prepared = [_rng_record(state, placeholder=placeholder) for state in states]
+    if not prepared:
+        return None
     index = dist.get_rank() if _group_ready() else 0
-    state = states[index] if index < len(states) else states[0]
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    torch.set_rng_state(state["torch"])
+    return prepared[index] if index < len(prepared) else prepared[0]
+
+
+def _rng_record(state: Any, *, placeholder: bool) -> dict[str, Any]:
+    known = {"python", "torch", "numpy", "cuda"}
+    if not (isinstance(state, Mapping) and {"python", "torch"} <= state.keys() <= known):
+        keys = sorted(map(str, state)) if isinstance(state, Mapping) else type(state).__name__
+        raise _Unfit(f"a record holds {keys}")
+    try:
+        version, internal, gauss = state["python"]
+        python = (version, tuple(internal), gauss)
+        random.Random().setstate(python)
+    except Exception as e:
+        raise _Unfit(f"Python's state: {type(e).__name__}: {e}") from None
+    prepared: dict[str, Any] = {"python": python}
+    if placeholder:  # a file written with placeholder values holds no tensor data
+        return prepared
+    prepared["torch"] = _byte_state(state["torch"], "torch's CPU state")
+    try:
+        torch.Generator().set_state(prepared["torch"])
+    except Exception as e:
+        raise _Unfit(f"torch's CPU state: {type(e).__name__}: {e}") from None
+    if "numpy" in state:
+        prepared["numpy"] = _numpy_state(state["numpy"])
+    if "cuda" in state:
+        cuda = state["cuda"]
+        if not isinstance(cuda, list | tuple):
+            raise _Unfit(f"CUDA's states are a {type(cuda).__name__}, not a list per GPU")
+        # no generator to try them on without starting CUDA (and torchplace sim keeps
+        # CPU-sized states): their type is checked, the seal vouches for their bytes
+        prepared["cuda"] = [_byte_state(s, f"CUDA's state {i}") for i, s in enumerate(cuda)]
+    return prepared
+
+
+def _byte_state(state: Any, what: str) -> torch.Tensor:
+    if not (isinstance(state, torch.Tensor) and state.dtype == torch.uint8 and state.dim() == 1):
+        raise _Unfit(f"{what} is not a 1-D uint8 tensor")
+    return state.detach().cpu()  # map_location may have put it elsewhere
+
+
+def _numpy_state(saved: Any) -> dict[str, Any] | None:
+    """NumPy's legacy state dict from what _rng_state saved (None: NumPy is not installed)."""
     np_random = _numpy_random()
-    if np_random is not None and "numpy" in state:
-        saved = state["numpy"]
-        np_random.set_state(
-            {
-                "bit_generator": saved["bit_generator"],
-                "state": {"key": saved["key"].numpy().astype("uint32"), "pos": saved["pos"]},
-                "has_gauss": saved["has_gauss"],
-                "gauss": saved["gauss"],
-            }
-        )
+    try:
+        key = saved["key"]
+        if not (isinstance(key, torch.Tensor) and key.dtype == torch.int64 and key.shape == (624,)):
+            raise ValueError("the key is not 624 int64 values")
+        key = key.detach().cpu()
+        if int(key.min()) < 0 or int(key.max()) >= 2**32:
+            raise ValueError("the key holds values outside 0 to 2**32 - 1")
+        if np_random is None:
+            return None
+        state = {
+            "bit_generator": saved["bit_generator"],
+            "state": {"key": key.numpy().astype("uint32"), "pos": saved["pos"]},
+            "has_gauss": saved["has_gauss"],
+            "gauss": saved["gauss"],
+        }
+        np_random.RandomState().set_state(state)
+    except Exception as e:
+        raise _Unfit(f"NumPy's state: {type(e).__name__}: {e}") from None
+    return state
+
+
+def _restore_rng(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    if "torch" in state:
+        torch.set_rng_state(state["torch"])
+    np_random = _numpy_random()
+    if np_random is not None and state.get("numpy") is not None:
+        np_random.set_state(state["numpy"])
     if "cuda" in state and _cuda_available():  # applied when CUDA starts, if it has not yet
         torch.cuda.set_rng_state_all(state["cuda"][: torch.cuda.device_count()])
 

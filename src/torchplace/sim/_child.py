@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import signal
 import sys
 import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
 
-from torchplace.sim import simulate
+from torchplace.sim import _simulate
 from torchplace.sim._state import _OWN_DIR
 
 __all__ = ["main"]
@@ -48,17 +49,44 @@ def _write_atomic(path: str, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+class Terminated(BaseException):
+    """The parent asked the simulated script to stop (SIGTERM, Ctrl-C or --timeout).
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so ``except Exception`` in the
+    script does not swallow it."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated(
+        f"the simulated script was stopped by torchplace sim (signal {signal.Signals(signum).name})"
+    )
+
+
 def main(argv: list[str]) -> int:
     config = json.loads(Path(argv[0]).read_text())
+    signal.signal(signal.SIGTERM, _terminate)
+    _simulate._process_ends_with_simulation = True
     target: str = config["target"]
+    os.environ.update(config.get("env") or {})  # what a launcher such as torchrun sets
     exit_code = 0
+    if config.get("plan_gpus"):
+        from torchplace import catalog
+
+        # the run must not stop at the representative GPU's capacity... it is the largest
+        # of its class, so every other GPU of the class runs out at or before that point
+        config["gpu"] = catalog.lookup(config["gpu"]).key
     report = None
     try:
-        with simulate(
+        with _simulate.simulate(
             config["gpu"],
             gpus=config["gpus"],
             memory=config["memory"],
             context_bytes=config["context_bytes"],
+            values=config.get("values", "real"),
+            host_memory_limit=config.get("host_memory_limit"),
+            write_files=config.get("write_files", False),
+            nodes=config.get("nodes", 1),
+            network=config.get("network"),
         ) as report:
             try:
                 if config["module"]:
@@ -75,7 +103,22 @@ def main(argv: list[str]) -> int:
         exit_code = 1
     except KeyboardInterrupt:
         exit_code = 130
+    except Terminated as e:
+        print(f"torchplace sim: {e}", file=sys.stderr)
+        exit_code = 128 + signal.SIGTERM
     sys.stdout.flush()
+    if report is not None and config.get("plan_gpus") and report.state is not None:
+        from torchplace import catalog
+        from torchplace.sim import plan
+
+        specs = [catalog.lookup(key) for key in config["plan_gpus"]]
+        results = plan.replay_all(
+            report.state, specs, capacity=config["memory"], context_bytes=config["context_bytes"]
+        )
+        report.plan = {
+            "gpus": [r.to_dict() for r in results],
+            "runs": [{"gpu": config["gpu"], "class": config["plan_gpus"]}],
+        }
     if report is not None:
         report.exit_code = exit_code
         report.script = target

@@ -1,96 +1,167 @@
-"""``torch.cuda`` and ``torch.accelerator`` as the simulated GPUs would answer them.
+"""``torch.cuda``, ``torch.accelerator`` and friends as the simulated GPUs would answer them.
 
-Inside a simulation these module attributes are replaced (and restored afterwards), so a
-script's ``torch.cuda.is_available()``, ``get_device_properties()``, ``mem_get_info()``,
-``memory_allocated()`` and friends describe the simulated devices. Pinning host memory
-needs a driver, so ``Tensor.pin_memory`` marks the tensor instead (the DataLoader's pin
-thread runs outside the torch modes, hence a class-level patch).
+Where PyTorch's own Python code can do the work, the simulator answers at the boundary it
+calls — the ``torch._C._cuda_*`` and ``torch._C._accelerator_*`` bindings (device count and
+index, memory statistics and snapshots, the memory fraction, streams, synchronisation, the
+architecture list) — so ``torch.cuda.memory_summary()``, ``torch.cuda.device(i)``,
+``torch.cuda.stream(s)``, ``torch.accelerator.memory_allocated()`` and the rest run
+PyTorch's own code. Functions that need a driver before they reach a binding
+(``is_available``, ``get_device_properties``, ``mem_get_info``, ...) are replaced.
+Everything is restored when the simulation ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
+import threading
 import types
 import warnings
-import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
-from torchplace.sim._modes import SimFunctionMode, invalid_ordinal
-from torchplace.sim._state import SimState
+from torchplace.sim._files import SimFiles
+from torchplace.sim._legacy import legacy_patches
+from torchplace.sim._modes import _DROPOUT, _SDPA, SimFunctionMode, invalid_ordinal
+from torchplace.sim._state import SimState, is_user_file, sim_uuid
 
-__all__ = ["SimDeviceProperties", "patched_torch"]
+__all__ = ["CUDA_VERSION", "CUDNN_VERSION", "SimDeviceProperties", "SimGenerator", "patched_torch"]
+
+#: ``torch.version.cuda`` and ``torch.backends.cudnn.version()`` inside a simulation: those of
+#: the CUDA 13.0 wheel of torch 2.14.1 (its torch/version.py, and cudnn_version.h of the
+#: nvidia-cudnn package it installs, which torch.backends.cudnn.version() reports).
+CUDA_VERSION = "13.0"
+CUDNN_VERSION = 92400
+# sm_ architectures the CUDA 13.0 wheels are built for (torch.cuda.get_arch_list()).
+_ARCH_FLAGS = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
 
 
-@dataclass(frozen=True)
 class SimDeviceProperties:
     """What ``torch.cuda.get_device_properties`` returns for a simulated GPU."""
 
-    name: str
-    major: int
-    minor: int
-    total_memory: int
-    multi_processor_count: int
-    is_integrated: bool = False
-    is_multi_gpu_board: bool = False
-    warp_size: int = 32
+    def __init__(self, state: SimState, index: int) -> None:
+        d = state.devices[index]
+        spec = d.spec
+        self.name = spec.torch_name
+        self.major, self.minor = spec.compute_capability or (9, 4)
+        self.total_memory = d.capacity
+        self.multi_processor_count = spec.multiprocessor_count
+        self.is_integrated = 0
+        self.is_multi_gpu_board = 0
+        for key, value in spec.arch_properties().items():  # per architecture, sourced
+            setattr(self, key, value)
+        self.L2_cache_size = spec.l2_cache_bytes or 0
+        self.memory_bus_width = spec.memory_bus_width_bits or 0
+        self.memory_clock_rate = spec.memory_clock_khz or 0
+        self.gcnArchName = spec.gcn_arch or self.name
+        self.uuid = sim_uuid(index)
+        self.pci_bus_id = index + 1
+        self.pci_device_id = 0
+        self.pci_domain_id = 0
 
     def __repr__(self) -> str:
         return (
             f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
             f"total_memory={self.total_memory // 1024**2}MB, "
-            f"multi_processor_count={self.multi_processor_count}) [simulated]"
+            f"multi_processor_count={self.multi_processor_count}, uuid={self.uuid}, "
+            f"pci_bus_id={self.pci_bus_id}, pci_device_id={self.pci_device_id}, "
+            f"pci_domain_id={self.pci_domain_id}, L2_cache_size="
+            f"{self.L2_cache_size // 1024**2}MB) [simulated]"
         )
 
 
-class _Stream:
-    """A stand-in for ``torch.cuda.Stream``: work on a simulated GPU is never pending."""
-
-    def __init__(self, device: Any = None, priority: int = 0, **_: Any) -> None:
-        self.device = device
-        self.priority = priority
-
-    def synchronize(self) -> None: ...
-    def wait_stream(self, stream: Any) -> None: ...
-    def wait_event(self, event: Any) -> None: ...
-    def query(self) -> bool:
-        return True
-
-    def is_capturing(self) -> bool:
-        return False
-
-    def record_event(self, event: Any = None) -> Any:
-        return event or _Event()
-
-    def __enter__(self) -> _Stream:
-        return self
-
-    def __exit__(self, *exc: object) -> None: ...
+class _GeneratorMeta(type(torch._C.Generator)):  # type: ignore[misc]
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, torch._C.Generator)
 
 
-class _Event:
-    """A stand-in for ``torch.cuda.Event``; ``elapsed_time`` is 0 (nothing really runs)."""
+class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
+    """``torch.Generator(device="cuda")``: a CPU generator that reports a simulated device."""
 
-    def __init__(self, enable_timing: bool = False, **_: Any) -> None:
-        self.enable_timing = enable_timing
+    _label: int | None = None
 
-    def record(self, stream: Any = None) -> None: ...
-    def wait(self, stream: Any = None) -> None: ...
-    def query(self) -> bool:
-        return True
+    def __new__(cls, device: Any = "cpu") -> SimGenerator:
+        return super().__new__(cls, device="cpu")  # type: ignore[call-arg]
 
-    def synchronize(self) -> None: ...
-    def elapsed_time(self, end_event: Any) -> float:
-        return 0.0
+    def __init__(self, device: Any = "cpu") -> None:
+        self._label = _resolve_generator_device(device)
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        if self._label is None:
+            return torch.device("cpu")
+        return torch.device("cuda", self._label)
 
 
-def _api(state: SimState, fmode: SimFunctionMode) -> dict[str, Callable[..., Any]]:
-    n = len(state.devices)
+_resolve_generator_device: Callable[[Any], int | None] = lambda device: None  # noqa: E731
+
+
+def generator_label(gen: Any) -> int | None:
+    """The simulated device of a generator (None for a host generator)."""
+    return getattr(gen, "_label", None)
+
+
+class _NVTX:
+    """NVTX ranges without a driver: the depth bookkeeping ``torch.cuda.nvtx`` returns."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.next_id = 1
+
+    def rangePushA(self, msg: str) -> int:
+        self.depth += 1
+        return self.depth - 1
+
+    def rangePop(self) -> int:
+        if self.depth == 0:
+            return -1
+        self.depth -= 1
+        return self.depth
+
+    def rangeStartA(self, msg: str) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def rangeEnd(self, range_id: int) -> None: ...
+    def markA(self, msg: str) -> None: ...
+    def deviceRangeStart(self, msg: str, stream: Any) -> int:
+        return self.rangeStartA(msg)
+
+    def deviceRangeEnd(self, handle: Any, stream: Any) -> None: ...
+
+
+def _nested(flat: dict[str, int]) -> dict[str, Any]:
+    """``memory_stats()`` keys ("allocated_bytes.all.current") as the nested dict
+    ``torch._C._cuda_memoryStats`` returns."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = out
+        *path, last = key.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+def _api(state: SimState, fmode: SimFunctionMode) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The replacements: (torch.cuda attributes, torch._C attributes)."""
+
+    def count() -> int:
+        state.init_cuda()
+        return len(state.devices)
+
+    streams = threading.local()  # per thread: device -> current stream id
+    next_stream = [1]
 
     def index(device: Any = None) -> int:
+        state.init_cuda()
+        n = len(state.devices)
+        if n == 0:
+            raise RuntimeError("No CUDA GPUs are available")
         if device is None:
             return state.current
         if isinstance(device, int):
@@ -100,119 +171,326 @@ def _api(state: SimState, fmode: SimFunctionMode) -> dict[str, Callable[..., Any
             if dev.type != "cuda":
                 raise ValueError(f"Expected a cuda device, but got: {dev}")
             i = state.current if dev.index is None else dev.index
-        if not 0 <= i < n:
+        if not -1 <= i < n:
             raise invalid_ordinal(i, n)
-        return i
+        return state.current if i == -1 else i
+
+    def lazy_init() -> None:
+        state.init_cuda()
+        state.initialized = True
 
     def set_device(device: Any) -> None:
-        state.current = index(device)
+        i = index(device)
+        if i >= 0:
+            state.current = i
+            state.initialized = True
+
+    def exchange(device: int) -> int:
+        prev = state.current
+        if device >= 0:
+            set_device(device)
+        return prev
+
+    def read_by_script() -> None:
+        # the user's code asked (torch's own callers, such as autocast's bf16 check, are
+        # not counted): its path may depend on the GPU
+        caller = sys._getframe(2).f_code.co_filename
+        if is_user_file(caller):
+            state.decisions.add("the GPU's properties (the script read them)")
 
     def properties(device: Any = None) -> SimDeviceProperties:
-        d = state.devices[index(device)]
-        major, minor = d.spec.compute_capability or (0, 0)
-        return SimDeviceProperties(
-            d.spec.torch_name, major, minor, d.capacity, d.spec.multiprocessor_count
-        )
+        read_by_script()
+        return SimDeviceProperties(state, index(device))
+
+    def device_name(device: Any = None) -> str:
+        read_by_script()
+        return str(state.devices[index(device)].spec.torch_name)
 
     def mem_get_info(device: Any = None) -> tuple[int, int]:
         state.sync()
         d = state.devices[index(device)]
         return d.allocator.device_free_bytes, d.capacity
 
-    def stat(name: str) -> Callable[..., int]:
-        def query(device: Any = None) -> int:
-            state.sync()
-            return int(getattr(state.devices[index(device)].allocator, name))
-
-        return query
-
-    def memory_stats(device: Any = None) -> dict[str, int]:
+    def memory_stats(device: int) -> dict[str, Any]:
         state.sync()
-        return state.devices[index(device)].allocator.stats()
+        return _nested(state.devices[index(device)].allocator.stats())
+
+    def snapshot(*args: Any) -> dict[str, Any]:
+        from torchplace.sim.snapshot import snapshot as build
+
+        return build(state, history=state.history)
+
+    def record_history(enabled: Any = "all", *args: Any, **kwargs: Any) -> None:
+        # torch.cuda.memory._record_memory_history: events from now on go in the snapshot's
+        # device traces (the simulator records them anyway; this says which to show)
+        clear = bool(args[3]) if len(args) > 3 else bool(kwargs.get("clear_history"))
+        if clear:
+            state.history.clear()
+        if enabled is None:
+            if state.history and state.history[-1][1] is None:
+                state.history[-1] = (state.history[-1][0], state.trace.seq)
+        elif not state.history or state.history[-1][1] is not None:
+            state.history.append((state.trace.seq + 1, None))
+
+    def synchronize(*args: Any) -> None:
+        state.record_sync("synchronize")
+
+    def current(device: int) -> tuple[int, int, int]:
+        i = index(device)
+        return getattr(streams, "ids", {}).get(i, 0), i, 1  # 1 = DeviceType::CUDA
+
+    def set_stream(stream_id: int = 0, device_index: int = 0, device_type: int = 1) -> None:
+        if not hasattr(streams, "ids"):
+            streams.ids = {}
+        streams.ids[device_index] = stream_id
+
+    def fraction(value: float, device: Any = None) -> None:
+        d = state.devices[index(device)]
+        d.allocator.set_memory_fraction(value)
 
     def reset_peak(device: Any = None) -> None:
         state.sync()
         state.devices[index(device)].allocator.reset_peak_stats()
 
-    def synchronize(device: Any = None) -> None:
-        index(device)
-        state.record_sync("synchronize")
+    def seed_all(seed: int) -> None:
+        for d in state.devices:
+            d.generator.manual_seed(seed)
 
-    def bf16(including_emulation: bool = True) -> bool:
-        return bool(state.devices[state.current].spec.bf16)
+    class Event:
+        """``torch.cuda.Event``: records the cost model's clock, so ``elapsed_time`` is
+        the estimated GPU time between two events (milliseconds)."""
 
-    def capability(device: Any = None) -> tuple[int, int]:
-        return state.devices[index(device)].spec.compute_capability or (0, 0)
+        def __init__(self, enable_timing: bool = False, blocking: bool = False, **_: Any):
+            self.enable_timing = enable_timing
+            self.seconds: float | None = None
+            self.device = state.current
 
-    class device_ctx:
-        def __init__(self, device: Any) -> None:
-            self.idx = -1 if device is None or device == -1 else index(device)
-            self.prev = state.current
+        def record(self, stream: Any = None) -> None:
+            if stream is not None:
+                self.device = stream.device_index
+            est = state.devices[self.device].estimate
+            self.seconds = est.seconds if est is not None else 0.0
 
-        def __enter__(self) -> None:
-            if self.idx >= 0:
-                self.prev, state.current = state.current, self.idx
+        def wait(self, stream: Any = None) -> None: ...
+        def query(self) -> bool:
+            return True
+
+        def synchronize(self) -> None:
+            state.record_sync("event.synchronize")
+
+        def elapsed_time(self, end_event: Event) -> float:
+            if not (self.enable_timing and end_event.enable_timing):
+                raise RuntimeError(
+                    "Both events must be created with argument 'enable_timing=True'."
+                )
+            if self.seconds is None or end_event.seconds is None:
+                raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+            return (end_event.seconds - self.seconds) * 1e3
+
+    class Stream:
+        """``torch.cuda.Stream``: identity and device as on CUDA; work is never pending."""
+
+        def __init__(
+            self,
+            device: Any = None,
+            priority: int = 0,
+            *,
+            stream_id: int | None = None,
+            device_index: int | None = None,
+            device_type: int | None = None,
+            **_: Any,
+        ) -> None:
+            self.device_index = index(device) if device_index is None else device_index
+            if stream_id is None:
+                stream_id, next_stream[0] = next_stream[0], next_stream[0] + 1
+            self.stream_id = stream_id
+            self.device_type = 1
+            self.priority = priority
+
+        @property
+        def device(self) -> torch.device:
+            return torch.device("cuda", self.device_index)
+
+        @property
+        def cuda_stream(self) -> int:
+            return self.stream_id
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Stream) and (other.device_index, other.stream_id) == (
+                self.device_index,
+                self.stream_id,
+            )
+
+        def __hash__(self) -> int:
+            return hash((self.device_index, self.stream_id))
+
+        def __repr__(self) -> str:
+            return (
+                f"<torch.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.stream_id}>"
+            )
+
+        def synchronize(self) -> None:
+            state.record_sync("stream.synchronize")
+
+        def wait_stream(self, stream: Any) -> None: ...
+        def wait_event(self, event: Any) -> None: ...
+        def query(self) -> bool:
+            return True
+
+        def is_capturing(self) -> bool:
+            return False
+
+        def record_event(self, event: Any = None) -> Any:
+            event = event or Event()
+            event.record(self)
+            return event
+
+        def __enter__(self) -> Stream:
+            self._ctx = torch.cuda.stream(self)  # type: ignore[arg-type]
+            self._ctx.__enter__()
+            return self
 
         def __exit__(self, *exc: object) -> None:
-            if self.idx >= 0:
-                state.current = self.prev
+            self._ctx.__exit__(*exc)
 
-    def rng_state(device: Any = None) -> torch.Tensor:
-        return torch.zeros(16, dtype=torch.uint8)
-
-    def noop(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    return {
-        "is_available": lambda: True,
+    cuda: dict[str, Any] = {
+        "is_available": lambda: count() > 0,
         "is_initialized": lambda: True,
-        "init": noop,
-        "device_count": lambda: n,
+        "_initialized": True,  # read directly by torch.utils.checkpoint (had_device_in_fwd)
+        "_is_in_bad_fork": lambda: state.bad_fork,
+        "_lazy_init": lazy_init,
+        "init": lazy_init,
+        "device_count": count,
         "current_device": lambda: state.current,
         "set_device": set_device,
-        "get_device_name": lambda device=None: state.devices[index(device)].spec.torch_name,
+        "get_device_name": device_name,
         "get_device_properties": properties,
-        "get_device_capability": capability,
+        "_get_device_properties": properties,
+        "get_device_capability": lambda device=None: (
+            (properties(device).major, properties(device).minor)
+        ),
         "mem_get_info": mem_get_info,
-        "memory_allocated": stat("allocated_bytes"),
-        "max_memory_allocated": stat("peak_allocated_bytes"),
-        "memory_reserved": stat("reserved_bytes"),
-        "max_memory_reserved": stat("peak_reserved_bytes"),
-        "memory_stats": memory_stats,
-        "reset_peak_memory_stats": reset_peak,
-        "reset_max_memory_allocated": reset_peak,
-        "empty_cache": lambda: state.empty_cache(),
-        "synchronize": synchronize,
-        "is_bf16_supported": bf16,
-        "manual_seed": noop,
-        "manual_seed_all": noop,
-        "seed": noop,
-        "seed_all": noop,
-        "get_rng_state": rng_state,
-        "get_rng_state_all": lambda: [rng_state() for _ in range(n)],
-        "set_rng_state": noop,
-        "set_rng_state_all": noop,
-        "device": device_ctx,
-        "Stream": _Stream,
-        "Event": _Event,
-        "current_stream": lambda device=None: _Stream(device),
-        "default_stream": lambda device=None: _Stream(device),
-        "stream": lambda stream=None: contextlib.nullcontext(),
-        "is_current_stream_capturing": lambda: False,
+        "list_gpu_processes": lambda device=None: (
+            f"GPU:{index(device)}\nno processes are running (simulated)"
+        ),
+        "default_generators": tuple(d.generator for d in state.devices),
+        "Stream": Stream,
+        "Event": Event,
+    }
+    capi: dict[str, Any] = {
+        "_cuda_getDeviceCount": count,
+        "_cuda_getDevice": lambda: state.current,
+        "_cuda_setDevice": set_device,
+        "_cuda_exchangeDevice": exchange,
+        "_cuda_maybeExchangeDevice": exchange,
+        "_cuda_init": lambda: None,
+        "_cuda_isInBadFork": lambda: state.bad_fork,
+        "_cuda_getArchFlags": lambda: _ARCH_FLAGS,
+        "_cuda_synchronize": synchronize,
+        "_cuda_memoryStats": memory_stats,
+        "_cuda_resetPeakMemoryStats": reset_peak,
+        "_cuda_resetAccumulatedMemoryStats": lambda device=None: None,
+        "_cuda_emptyCache": state.empty_cache,
+        "_cuda_memorySnapshot": snapshot,
+        "_cuda_setMemoryFraction": fraction,
+        "_cuda_getMemoryFraction": lambda device=None: (
+            state.devices[index(device)].allocator.memory_fraction
+        ),
+        "_cuda_getCurrentStream": current,
+        "_cuda_getDefaultStream": lambda device: (0, index(device), 1),
+        "_cuda_getCurrentRawStream": lambda device: current(device)[0],
+        "_cuda_setStream": set_stream,
+        "_cuda_get_sync_debug_mode": lambda: 0,
+        "_cuda_set_sync_debug_mode": lambda mode: None,
+        "_cuda_record_memory_history": record_history,
+        "_cuda_record_memory_history_legacy": lambda enabled, *a, **k: record_history(
+            "all" if enabled else None
+        ),
+        "_cuda_getAllocatorBackend": lambda: "native",
+        # torch.accelerator (2.6+): the same answers through its generic bindings
+        "_accelerator_getAccelerator": lambda: torch.device("cuda"),
+        "_accelerator_getDeviceIndex": lambda: state.current,
+        "_accelerator_setDeviceIndex": set_device,
+        "_accelerator_exchangeDevice": exchange,
+        "_accelerator_maybeExchangeDevice": exchange,
+        "_accelerator_synchronizeDevice": synchronize,
+        "_accelerator_getDeviceStats": lambda device: memory_stats(device),
+        "_accelerator_resetPeakStats": reset_peak,
+        "_accelerator_resetAccumulatedStats": lambda device=None: None,
+        "_accelerator_emptyCache": state.empty_cache,
+        "_accelerator_emptyHostCache": lambda: None,
+        "_accelerator_getMemoryInfo": mem_get_info,
+        "_accelerator_isAllocatorInitialized": lambda: True,
+        "_accelerator_getStream": lambda device: Stream(
+            stream_id=current(device)[0], device_index=index(device)
+        ),
+        "_accelerator_setStream": lambda stream: set_stream(stream.stream_id, stream.device_index),
+        "_accelerator_getDeviceCapability": lambda device=None: {
+            "supported_dtypes": [torch.float32, torch.float16, torch.bfloat16]
+        },
+    }
+    cuda["manual_seed_all"] = seed_all
+    cuda["_exchange_device"] = exchange
+    cuda["_maybe_exchange_device"] = exchange
+    capi.update(_comm_api())
+    return cuda, capi
+
+
+def _comm_api() -> dict[str, Any]:
+    """The collectives ``nn.DataParallel`` uses (torch/nn/parallel/comm.py), as copies between
+    simulated devices — so their memory and device-to-device traffic are accounted."""
+
+    def on(d: int) -> torch.device:
+        return torch.device("cuda", d)
+
+    def broadcast(tensor: torch.Tensor, devices: list[int]) -> list[torch.Tensor]:
+        return [tensor if tensor.device == on(d) else tensor.to(on(d)) for d in devices]
+
+    def broadcast_coalesced(
+        tensors: list[torch.Tensor], devices: list[int], buffer_size: int = 0
+    ) -> list[list[torch.Tensor]]:
+        return [[t if t.device == on(d) else t.to(on(d)) for t in tensors] for d in devices]
+
+    def scatter(
+        tensor: torch.Tensor,
+        devices: list[int],
+        chunk_sizes: list[int] | None = None,
+        dim: int = 0,
+        streams: Any = None,
+    ) -> list[torch.Tensor]:
+        chunks = (
+            tensor.split(list(chunk_sizes), dim) if chunk_sizes else tensor.chunk(len(devices), dim)
+        )
+        return [c.to(on(d)).contiguous() for c, d in zip(chunks, devices, strict=False)]
+
+    def gather(tensors: list[torch.Tensor], dim: int, destination: int | None) -> torch.Tensor:
+        dest = torch.device("cpu") if destination is None or destination < 0 else on(destination)
+        return torch.cat([t.to(dest) for t in tensors], dim)
+
+    def scatter_out(
+        tensor: torch.Tensor, out: list[torch.Tensor], dim: int, streams: Any = None
+    ) -> list[torch.Tensor]:
+        chunks = tensor.split([o.shape[dim] for o in out], dim)
+        return [o.copy_(c) for o, c in zip(out, chunks, strict=True)]
+
+    return {
+        "_broadcast": broadcast,
+        "_broadcast_out": lambda tensor, out: [o.copy_(tensor) for o in out],
+        "_broadcast_coalesced": broadcast_coalesced,
+        "_scatter": scatter,
+        "_scatter_out": scatter_out,
+        "_gather": gather,
+        "_gather_out": lambda tensors, out, dim: torch.cat(
+            [t.to(out.device) for t in tensors], dim, out=out
+        ),
     }
 
 
-def _accelerator_api(state: SimState, cuda: dict[str, Callable[..., Any]]) -> dict[str, Any]:
+def _accelerator_api(count: Callable[[], int]) -> dict[str, Any]:
     return {
-        "is_available": lambda check_fork=False: True,
-        "device_count": cuda["device_count"],
+        "is_available": lambda check_fork=False: count() > 0,
+        "device_count": count,
         "current_accelerator": lambda check_available=False: torch.device("cuda"),
-        "current_device_index": cuda["current_device"],
-        "current_device_idx": cuda["current_device"],
-        "set_device_index": cuda["set_device"],
-        "set_device_idx": cuda["set_device"],
-        "synchronize": cuda["synchronize"],
-        "current_stream": cuda["current_stream"],
     }
 
 
@@ -227,45 +505,185 @@ def _compile(model: Any = None, **kwargs: Any) -> Any:
     return model
 
 
+def _group_by_device(state: SimState) -> Callable[..., Any]:
+    """``torch._C._group_tensors_by_device_and_dtype`` keyed by the simulated device, as the
+    foreach and fused optimizers, ``clip_grad_norm_`` and ``GradScaler`` see it on CUDA."""
+    real = torch._C._group_tensors_by_device_and_dtype
+
+    def device_of(t: torch.Tensor) -> torch.device:
+        label = state.label(t)
+        return t.device if label is None else torch.device("cuda", label)
+
+    def group(tensorlistlist: list[list[Any]], with_indices: bool = False) -> dict[Any, Any]:
+        first = tensorlistlist[0]
+        if all(state.label(t) is None for t in first if t is not None):
+            return real(tensorlistlist, with_indices)
+        out: dict[Any, Any] = {}
+        for i, t in enumerate(first):
+            key = (device_of(t), t.dtype)
+            lists, indices = out.setdefault(key, ([[] for _ in tensorlistlist], []))
+            for lst, src in zip(lists, tensorlistlist, strict=True):
+                if src:
+                    lst.append(src[i])
+            indices.append(i)
+        return {k: (lists, indices if with_indices else []) for k, (lists, indices) in out.items()}
+
+    return group
+
+
 @contextlib.contextmanager
-def patched_torch(state: SimState, fmode: SimFunctionMode) -> Iterator[None]:
+def patched_torch(
+    state: SimState, fmode: SimFunctionMode, *, write_files: bool = False
+) -> Iterator[None]:
     """Replace the CUDA-facing parts of torch for the duration of a simulation."""
-    cuda_api = _api(state, fmode)
+    global _resolve_generator_device
+    for d in state.devices:
+        d.generator = SimGenerator()
+        d.generator._label = d.index
+        d.generator.manual_seed(_DEFAULT_SEED)
+    cuda_api, capi = _api(state, fmode)
     patches: list[tuple[Any, str, Any]] = [(torch.cuda, k, v) for k, v in cuda_api.items()]
+    # torch.cuda's submodules import some of these by name: replace those copies too
+    for mod in list(vars(torch.cuda).values()):
+        if isinstance(mod, types.ModuleType) and mod.__name__.startswith("torch.cuda."):
+            patches += [
+                (mod, k, v)
+                for k, v in cuda_api.items()
+                if k in vars(mod) and vars(mod)[k] is vars(torch.cuda).get(k)
+            ]
+    patches += [(torch._C, k, v) for k, v in capi.items()]
     accel = getattr(torch, "accelerator", None)
     if isinstance(accel, types.ModuleType):
-        patches += [
-            (accel, k, v) for k, v in _accelerator_api(state, cuda_api).items() if hasattr(accel, k)
-        ]
-    pinned: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()
+        patches += [(accel, k, v) for k, v in _accelerator_api(cuda_api["device_count"]).items()]
+    pinned = state.pinned
     real_is_pinned = torch.Tensor.is_pinned
 
     def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
-        pinned.add(self)
-        return self
+        if state.label(self) is not None:
+            raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
+        if self.untyped_storage() in pinned:
+            return self
+        out = self.clone() if not self.is_meta else self
+        pinned.add(out.untyped_storage())
+        return out
 
     def is_pinned(self: torch.Tensor, device: Any = None) -> bool:
-        return self in pinned or (not self.is_meta and bool(real_is_pinned(self)))
+        if self.is_meta or state.label(self) is not None:
+            return False
+        return self.untyped_storage() in pinned or bool(real_is_pinned(self))
 
+    def storage_data_ptr(self: Any) -> int:
+        address = state.address(self) if state.storage_label(self) is not None else None
+        return address if address is not None else real_storage_data_ptr(self)
+
+    real_storage_data_ptr = torch.UntypedStorage.data_ptr
+    real_parse_to = torch._C._nn._parse_to
+
+    def parse_to(*args: Any, **kwargs: Any) -> Any:
+        # Module.to(0) / model.to(rank): an int names a CUDA device, as on a GPU machine
+        if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+            args = (torch.device("cuda", args[0]), *args[1:])
+        return real_parse_to(*args, **kwargs)
+
+    def checkpoint_metadata(x: torch.Tensor) -> dict[str, Any]:
+        # torch.utils.checkpoint compares what forward saved with what backward recomputed;
+        # forward's pack hooks run where torch sees the backing device, the recompute where
+        # the simulated one is visible: report the simulated device in both.
+        label = state.label(x)
+        with torch._C.DisableTorchFunction():
+            device = x.device if label is None else torch.device("cuda", label)
+        return {"shape": x.shape, "dtype": x.dtype, "device": device}
+
+    # torchplace's own device discovery (torchplace.devices(), device("auto"), Runner,
+    # `torchplace info`) sees the simulated GPUs: a driver that loads, and no NVML (the
+    # facts come from torch.cuda, which answers as the simulated GPUs).
+    from torchplace._devices import probe
+
+    def no_nvml() -> Any:
+        raise RuntimeError("simulated GPUs have no NVML")
+
+    patches += [(probe, "cuda_driver_loads", lambda: True), (probe, "nvml_open", no_nvml)]
+    files = SimFiles(state, fmode.resolve, in_place=write_files)
+    for module in (torch, torch.serialization):
+        patches.append((module, "save", functools.partial(files.save, torch.serialization.save)))
+        patches.append((module, "load", functools.partial(files.load, torch.serialization.load)))
+    nvtx = getattr(torch.cuda, "nvtx", None)
+    patches += legacy_patches(state)
     patches += [
         (torch.Tensor, "pin_memory", pin_memory),
         (torch.Tensor, "is_pinned", is_pinned),
         (torch.Tensor, "record_stream", lambda self, stream: None),
+        (torch.UntypedStorage, "data_ptr", storage_data_ptr),
+        (torch._C._nn, "_parse_to", parse_to),
+        (torch._C, "_group_tensors_by_device_and_dtype", _group_by_device(state)),
         (torch, "compile", _compile),
+        (
+            torch.autograd,
+            "_engine_run_backward",
+            fmode.engine(torch.autograd._engine_run_backward),  # type: ignore[attr-defined]
+        ),
+        (torch, "Generator", SimGenerator),
+        # reached from inside torch.nn.functional's own functions (multi-head attention)
+        (F, "scaled_dot_product_attention", fmode.reentrant(_SDPA)),
+        (F, "dropout", fmode.reentrant(_DROPOUT)),
+        (torch.version, "cuda", CUDA_VERSION),
+        (torch.backends.cudnn, "is_available", lambda: True),
+        # DataParallel's reduce and broadcast take NCCL where torch was built with it (a
+        # CUDA build): simulated GPUs go the copy-and-add way, with the same transfers
+        (torch.cuda.nccl, "is_available", lambda tensors: False),
+        (torch.backends.cudnn, "version", lambda: CUDNN_VERSION),
     ]
-    saved = [(obj, name, getattr(obj, name, None)) for obj, name, _ in patches]
+    if isinstance(nvtx, types.ModuleType):
+        patches.append((nvtx, "_nvtx", _NVTX()))
+    import torch.utils.checkpoint as checkpoint
+
+    checks = getattr(checkpoint, "_allowed_determinism_checks_to_fns", None)
+    saved_check = checks.get("default") if isinstance(checks, dict) else None
+    # one function object per name: torch._dynamo, when a script first imports it inside the
+    # simulation, tabulates these by identity and refuses one object under two names
+    patches = [
+        (obj, name, _fresh(value) if _shared(value) else value) for obj, name, value in patches
+    ]
+    # what each object itself holds (a class's inherited attribute is deleted, not copied in)
+    saved = [(obj, name, vars(obj).get(name, _MISSING)) for obj, name, _ in patches]
     swap = torch.__future__.get_swap_module_params_on_conversion()
+    resolve_saved = _resolve_generator_device
     try:
         for obj, name, value in patches:
             setattr(obj, name, value)
+        if saved_check is not None:
+            checks["default"] = checkpoint_metadata  # type: ignore[index]
+        _resolve_generator_device = fmode.resolve
         # Parameters keep their identity when a module moves to a simulated device, as they
         # do on CUDA (meta and CPU tensors are not shallow-copy compatible, so swap them).
         torch.__future__.set_swap_module_params_on_conversion(True)
-        yield
+        with files.registered():
+            yield
     finally:
+        _resolve_generator_device = resolve_saved
+        if saved_check is not None:
+            checks["default"] = saved_check  # type: ignore[index]
         torch.__future__.set_swap_module_params_on_conversion(swap)
         for obj, name, value in reversed(saved):
-            if value is None:
+            if value is _MISSING:
                 delattr(obj, name)
             else:
                 setattr(obj, name, value)
+
+
+def _shared(value: Any) -> bool:
+    """A function that may be installed under two names (not one made for its place)."""
+    return isinstance(value, types.FunctionType) and not getattr(value, "_torchplace_unique", False)
+
+
+def _fresh(f: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return f(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = f.__name__
+    return call
+
+
+_MISSING = object()
+# c10/core/GeneratorImpl.h default_rng_seed_val: every generator's seed until one is set
+_DEFAULT_SEED = 67280421310721

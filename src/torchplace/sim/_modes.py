@@ -1,31 +1,37 @@
 """The two torch modes that make simulated GPUs work.
 
 ``SimFunctionMode`` (a ``TorchFunctionMode``, above autograd) is what the user's code
-talks to: it rewrites ``device="cuda..."`` to ``meta``, implements ``.to()``, ``.cuda()``,
-``.cpu()`` and ``copy_`` across host and simulated devices, answers ``Tensor.device``,
-``is_cuda`` and ``get_device()`` from the simulator's labels, returns placeholders for
-values that would need the GPU's data, and emulates CUDA autocast and the SDPA kernel
-choice of the target GPU.
+talks to: it rewrites ``device="cuda..."`` (and the default device) to the backing
+device, implements ``.to()``, ``.cuda()``, ``.cpu()`` and tensor creation from data across
+host and simulated devices, answers ``Tensor.device``, ``is_cuda``, ``get_device()``,
+``type()`` and ``data_ptr()`` from the simulator's labels, reads values (real ones, or
+placeholders), and emulates CUDA autocast and the SDPA kernel choice of the target GPU.
 
 ``SimDispatchMode`` (a ``TorchDispatchMode``, below autograd, so it also sees the backward
 pass and the optimizers) propagates labels from inputs to outputs, enforces CUDA's device
-rules with PyTorch's own error text, and accounts every new storage.
+and dtype rules with PyTorch's own errors (:mod:`torchplace.sim._rules`), counts syncs,
+routes random numbers through each simulated device's generator, and accounts every new
+storage.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from torchplace.sim import _autocast
+from torchplace.sim import _autocast, _comm, _rules
+from torchplace.sim._kernels import REAL_KERNELS
 from torchplace.sim._state import SimState
 
 __all__ = ["SimDispatchMode", "SimFunctionMode", "invalid_ordinal", "placeholder_scalar"]
@@ -41,7 +47,18 @@ _GEMMS = {
     _aten.addbmm.default,
 }
 _COPY = _aten.copy_.default
-_FALLBACK_MAX_NUMEL = 1 << 24  # ops without a meta kernel run on zeros up to this size
+_TO_COPY = _aten._to_copy.default
+_ITEM = _aten._local_scalar_dense.default
+# torch.nn.functional's own functions (the simulation installs reentrant wrappers in their
+# place: see SimFunctionMode.reentrant)
+_SDPA = F.scaled_dot_product_attention
+_DROPOUT = F.dropout
+_FALLBACK_MAX_NUMEL = 1 << 24  # placeholder mode: ops without a meta kernel run on zeros
+# Operations whose output shape or value needs the GPU's data on the host: CUDA waits.
+_SYNC_OPS = {"aten::equal", "aten::is_nonzero", "aten::bincount"}
+_SEEDED = torch.Tag.nondeterministic_seeded
+_DYNAMIC = torch.Tag.dynamic_output_shape
+_INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_")
 
 
 def invalid_ordinal(index: int, count: int) -> RuntimeError:
@@ -50,7 +67,8 @@ def invalid_ordinal(index: int, count: int) -> RuntimeError:
     return err(
         "CUDA error: invalid device ordinal\n"
         f"(simulated: cuda:{index} requested but {count} simulated GPU(s) exist; "
-        "use --gpus to simulate more)"
+        "simulate more: --gpus N with torchplace sim, --sim-gpus N with pytest, gpus=N in "
+        "simulate())"
     )
 
 
@@ -70,7 +88,7 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
 
 
 class _Mover(torch.autograd.Function):
-    """A differentiable move to or from a simulated device (the data is never there)."""
+    """A differentiable move between the host and a simulated device, or two of them."""
 
     @staticmethod
     def forward(ctx: Any, t: torch.Tensor, make: Callable[[], torch.Tensor], back: Any) -> Any:
@@ -79,102 +97,239 @@ class _Mover(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
-        return ctx.back(grad), None, None
+        with torch._C.DisableTorchFunction():  # the simulator's own code: real devices
+            return ctx.back(grad), None, None
+
+
+class _Local(threading.local):
+    target: int | None = None  # label for factory outputs inside a simulated call
+    explicit: int | None = None  # label given by an explicit device= argument
+    quiet: bool = False  # a read the function mode has already counted
+    shown: tuple[int, int] | None = None  # (id, label) of a tensor being printed
+    copying: bool = False  # making a copy's output: priced as a transfer, not as a kernel
 
 
 class SimDispatchMode(TorchDispatchMode):
-    """Labels, device rules and memory accounting for every aten op."""
+    """Labels, device rules, syncs and memory accounting for every aten op."""
 
     def __init__(self, state: SimState, on_op: Callable[..., None] | None = None) -> None:
         super().__init__()
         self.state = state
-        self.target: int | None = None  # label for factory outputs inside a simulated call
-        self.explicit: int | None = None  # label given by an explicit device= argument
+        self.local = _Local()
         self.on_op = on_op
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        for t in types:
+            if t is not torch.Tensor and not issubclass(t, torch.nn.Parameter):
+                if issubclass(t, _FakeTensor):  # torch's own shape propagation (DTensor's)
+                    return func(*args, **(kwargs or {}))
+                # A wrapper subclass (DTensor, ...): it runs the operation on the plain
+                # tensors it holds, which this mode then sees (and labels, and accounts).
+                return NotImplemented
         # Reached from C++ (a storage copy, the autograd engine), the function mode may still
         # be active; below autograd only the real devices count.
         with torch._C.DisableTorchFunction():
             return self._dispatch(func, args, kwargs or {})
 
     def _dispatch(self, func: Any, args: Any, kwargs: Any) -> Any:
-        state = self.state
+        state, local = self.state, self.local
         leaves = _tensors((args, kwargs))
-        labels: list[int] = []
-        first: tuple[torch.Tensor, str] | None = None
-        offender: tuple[torch.Tensor, str] | None = None
-        has_cpu_scalar = has_user_meta = False
+        labels: dict[int, int] = {}
         for a in leaves:
-            if a.is_meta:
-                label = state.label(a)
-                if label is None:
-                    has_user_meta = True
-                    dev = "meta"
-                else:
-                    labels.append(label)
-                    dev = f"cuda:{label}"
-            elif a.device.type == "cpu" and a.dim() == 0:
-                has_cpu_scalar = True  # CUDA accepts 0-dim CPU tensors anywhere
-                continue
-            else:
-                dev = str(a.device)
-            if first is None:
-                first = (a, dev)
-            elif offender is None and dev != first[1]:
-                offender = (a, dev)
+            label = state.label(a)
+            if label is not None:
+                labels[id(a)] = label
 
-        if func is _COPY and (labels or self.explicit is not None):
+        def dev(t: torch.Tensor) -> str:
+            label = labels.get(id(t))
+            if label is None:
+                label = state.label(t)
+            return f"cuda:{label}" if label is not None else str(t.device.type)
+
+        if func is _COPY and (labels or local.explicit is not None):
             return self._copy(args, kwargs)
-        if self.explicit is not None:
-            out_label: int | None = self.explicit
+        if local.explicit is not None:
+            out_label: int | None = local.explicit
         elif labels:
-            if offender is not None and first is not None:
-                raise _mismatch(func, args, kwargs, offender[0], offender[1], first[1])
-            out_label = labels[0]
-        elif not leaves or (has_cpu_scalar and not has_user_meta and len(leaves) == 1):
-            out_label = self.target  # a factory inside a simulated call (or None)
+            name = func._schema.name
+            if len({dev(t) for t in leaves}) > 1 or name in _rules.HOST_ARGUMENTS:
+                _rules.check(func, args, kwargs, dev)
+            first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            if name in _INDEX_OPS and first is not None:
+                out_label = labels.get(id(first))  # the indexed tensor's device
+                if out_label is None:
+                    return func(*args, **kwargs)
+            else:
+                out_label = next(labels[id(a)] for a in leaves if id(a) in labels)
+        elif not leaves:
+            out_label = local.target  # a factory inside a simulated call (or None)
+        elif func is _TO_COPY and local.target is not None and _to_backing(kwargs, state):
+            # C++ code called from Python (DDP, c10d) moving host data to the device of
+            # tensors it was given: a host-to-device copy onto the simulated device
+            out_label = local.target
+            state.transfer("h2d", sum(t.nbytes for t in leaves), out_label)
         else:
             out_label = None
         if out_label is None:
+            if not leaves and func in _HOST_FACTORIES:
+                _check_host_factory(state, args, kwargs)
+            if kwargs.get("pin_memory"):  # page-locked host memory: a CUDA build can make it
+                out = func(*args, **{**kwargs, "pin_memory": False})
+                state.pinned.add(out.untyped_storage())
+                return out
             return func(*args, **kwargs)
 
-        if has_cpu_scalar:
-            args, kwargs = tree_map(_scalar_to_meta, (args, kwargs))
+        device = state.devices[out_label]
+        if labels:
+            _rules.check_dtypes(func, args, device.capability)
         if func in _GEMMS:
             state.ensure_cublas_workspace(out_label)
-        if func is _aten._local_scalar_dense.default:
-            state.record_sync("item")
-            state.transfer("d2h", args[0].element_size())
-            return placeholder_scalar(args[0].dtype)
+        if func is _ITEM:
+            if not local.quiet:
+                state.record_sync("item")
+                state.transfer("d2h", args[0].element_size(), out_label)
+            if not state.real:
+                return placeholder_scalar(args[0].dtype)
+            return func(*args, **kwargs)
+        self._count_sync(func, args, kwargs, labels)
+        if not state.real:
+            args, kwargs = tree_map(_scalar_to_meta, (args, kwargs))
         try:
-            out = func(*args, **kwargs)
-        except NotImplementedError:
-            out = self._run_on_zeros(func, args, kwargs)
-        for t in _tensors(out):
-            if t.is_meta:
-                state.register(t, out_label)
-        if self.on_op is not None:
+            out = self._run(func, args, kwargs, device)
+        except RuntimeError as e:
+            if state.real and "can't allocate memory" in str(e):
+                self._host_allocation_failed(func, args, kwargs, out_label)
+            raise
+        host = {id(t.untyped_storage()) for t in leaves if id(t) not in labels}
+        if func._schema.name.startswith("aten::_foreach_") and isinstance(out, (list, tuple)):
+            firsts = next(a for a in args if isinstance(a, (list, tuple)))
+            for t, ref in zip(out, firsts, strict=False):
+                if isinstance(t, torch.Tensor) and isinstance(ref, torch.Tensor):
+                    state.register(t, labels.get(id(ref), out_label))
+        else:
+            on_host = {id(out[i]) for i in _rules.HOST_OUTPUTS.get(func._schema.name, ())}
+            for t in _tensors(out):
+                if id(t) in on_host:
+                    continue  # an output the CUDA kernel makes on the host
+                if t.layout != torch.strided:
+                    raise NotImplementedError(
+                        f"torchplace sim does not simulate sparse tensors on a GPU: {t.layout} "
+                        f"on cuda:{out_label} (aten.{func._schema.name.split('::')[-1]}). Keep "
+                        "sparse tensors on the CPU, or make them dense (.to_dense()) first."
+                    )
+                if t.device.type == state.backing.type and id(t.untyped_storage()) not in host:
+                    state.register(t, out_label)
+        collective = _comm.collective_of(func)
+        if collective is not None:
+            size = max((t.nbytes for t in _tensors((args, kwargs, out))), default=0)
+            state.collective(out_label, collective, size, _group_size(args, kwargs))
+            for t in _tensors((args, kwargs, out)):
+                if t.nbytes == size and collective == "all_gather":
+                    state.classify(t, "communication")
+        elif self.on_op is not None and not local.copying:
             self.on_op(func, args, kwargs, out, out_label)
         return out
+
+    def _run(self, func: Any, args: Any, kwargs: Any, device: Any) -> Any:
+        if not self.state.real:
+            try:
+                return func(*args, **kwargs)
+            except NotImplementedError:
+                return self._run_on_zeros(func, args, kwargs)
+        kernel = REAL_KERNELS.get(func)
+        if kernel is not None:  # a CUDA-only kernel, its values computed on the CPU
+            with torch.no_grad():
+                return kernel(args, kwargs, device.generator)
+        if _SEEDED not in func.tags or kwargs.get("generator") is not None:
+            return func(*args, **kwargs)
+        # Random numbers on a simulated GPU come from that GPU's generator (seeded by
+        # torch.manual_seed / torch.cuda.manual_seed), so host random streams stay as
+        # they would be on a GPU machine.
+        if any(a.name == "generator" for a in func._schema.arguments):
+            return func(*args, **{**kwargs, "generator": device.generator})
+        host = torch.default_generator
+        saved = host.get_state()
+        host.set_state(device.generator.get_state())
+        try:
+            return func(*args, **kwargs)
+        finally:
+            device.generator.set_state(host.get_state())
+            host.set_state(saved)
+
+    def _host_allocation_failed(self, func: Any, args: Any, kwargs: Any, label: int) -> None:
+        """The host could not hold a real-values output. Would the GPU? Its out-of-memory
+        error comes first, as on the GPU; otherwise the host is what ran out."""
+
+        def to_meta(a: Any) -> Any:
+            if isinstance(a, torch.Tensor):
+                return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META)
+            return _META if isinstance(a, torch.device) else a
+
+        margs, mkwargs = tree_map(to_meta, (args, kwargs))
+        if "device" in mkwargs:
+            mkwargs["device"] = _META
+        needed = sum(t.untyped_storage().nbytes() for t in _tensors(func(*margs, **mkwargs)))
+        self.state.reserve_host(needed, label)
+
+    def _count_sync(self, func: Any, args: Any, kwargs: Any, labels: dict[int, int]) -> None:
+        """Operations that make CUDA wait for the GPU: their output needs its data."""
+        name = func._schema.name
+        if name in _INDEX_OPS:
+            # A boolean mask on the GPU becomes indices through nonzero, which waits for the
+            # GPU — unless index_put_ can use masked_fill_: one mask on self's device and a
+            # one-element CPU value (TensorAdvancedIndexing.cpp canDispatchToMaskedFill).
+            indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
+            masks = [
+                t
+                for t in indices
+                if t is not None and id(t) in labels and t.dtype in (torch.bool, torch.uint8)
+            ]
+            if not masks:
+                return
+            if name != "aten::index":
+                value = args[2] if len(args) > 2 else kwargs.get("values")
+                accumulate = bool(args[3] if len(args) > 3 else kwargs.get("accumulate"))
+                defined = [t for t in indices if t is not None]
+                if (
+                    not accumulate
+                    and len(defined) == 1
+                    and isinstance(value, torch.Tensor)
+                    and value.numel() == 1
+                    and id(value) not in labels
+                ):
+                    return
+            self.state.record_sync("nonzero (boolean mask)")
+            return
+        if name in ("aten::one_hot",):
+            if (args[1] if len(args) > 1 else kwargs.get("num_classes", -1)) != -1:
+                return
+        elif name == "aten::repeat_interleave":
+            if kwargs.get("output_size") is not None:
+                return
+        elif _DYNAMIC not in func.tags and name not in _SYNC_OPS:
+            return
+        self.state.record_sync(name.split("::", 1)[-1])
 
     def _copy(self, args: Any, kwargs: Any) -> Any:
         """``dst.copy_(src)`` across the host and simulated devices."""
         dst, src = args[0], args[1]
         state = self.state
-        dst_label = state.label(dst) if dst.is_meta else None
-        src_label = state.label(src) if src.is_meta else None
+        dst_label, src_label = state.label(dst), state.label(src)
         nbytes = dst.numel() * dst.element_size()
-        if dst_label is not None and src_label is None and not src.is_meta:
-            state.transfer("h2d", nbytes)
-            src = torch.empty_like(src, device=_META)
-        elif dst_label is None and src_label is not None and not dst.is_meta:
-            state.transfer("d2h", nbytes)
+        if dst_label is not None and src_label is None:
+            if src.is_meta:
+                raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+            state.transfer("h2d", nbytes, dst_label)
+            if not state.real:
+                src = torch.empty_like(src, device=_META)
+        elif dst_label is None and src_label is not None:
+            state.transfer("d2h", nbytes, src_label)
             if not (len(args) > 2 and args[2]) and not kwargs.get("non_blocking"):
                 state.record_sync("copy_ to host")
-            return dst.zero_()  # placeholder: the simulated GPU holds no data
+            if not state.real:
+                return dst.zero_()  # placeholder: the simulated GPU holds no data
         elif dst_label is not None and src_label is not None and dst_label != src_label:
-            state.transfer("d2d", nbytes)
+            state.transfer("d2d", nbytes, src_label)
         return _COPY(dst, src, *args[2:], **kwargs)
 
     def _run_on_zeros(self, func: Any, args: Any, kwargs: Any) -> Any:
@@ -184,14 +339,15 @@ class SimDispatchMode(TorchDispatchMode):
         if numel > _FALLBACK_MAX_NUMEL:
             self.state.note(f"{name}: no meta kernel and inputs too large to run on zeros")
             raise NotImplementedError(
-                f"torchplace sim cannot model aten.{name} on inputs of {numel} elements: "
-                "it has no shape function and its output shape depends on the data"
+                f"torchplace sim cannot model aten.{name} on inputs of {numel} elements with "
+                "placeholder values: its output shape depends on the data. Run with "
+                "--values real (or simulate(values='real')) to compute it."
             )
         self.state.note(f"{name}: output shape depends on data; computed from placeholder zeros")
 
         def zeros(t: Any) -> Any:
             if isinstance(t, torch.Tensor) and t.is_meta:
-                return torch.zeros(t.shape, dtype=t.dtype)
+                return torch.zeros(t.shape, dtype=t.dtype, device="cpu")
             return t
 
         real = func(*tree_map(zeros, args), **tree_map(zeros, kwargs))
@@ -204,29 +360,73 @@ class SimDispatchMode(TorchDispatchMode):
         return tree_map(to_meta, real)
 
 
+_HOST_FACTORIES = {
+    _aten.empty.memory_format,
+    _aten.empty_strided.default,
+    _aten.zeros.default,
+    _aten.ones.default,
+    _aten.full.default,
+    _aten.rand.default,
+    _aten.randn.default,
+}
+_HOST_CHECK_BYTES = 256 * 1024**2  # smaller host tensors are not worth a look at /proc
+
+
+def _check_host_factory(state: SimState, args: Any, kwargs: Any) -> None:
+    """Before a large host tensor is made, stop if the host would run out of memory: under
+    simulation, weights a script builds on the host before .cuda() are real host memory."""
+    size = args[0] if args else kwargs.get("size", ())
+    dtype = kwargs.get("dtype") or torch.get_default_dtype()
+    numel = 1
+    for n in size:
+        numel *= int(n)
+    nbytes = numel * dtype.itemsize
+    if nbytes >= _HOST_CHECK_BYTES:
+        state.check_host_room(nbytes)
+
+
+def _group_size(args: Any, kwargs: Any) -> int:
+    """The number of ranks of a c10d collective's process group (or ``group_size``)."""
+    if "group_size" in kwargs:
+        return int(kwargs["group_size"])
+    for a in tree_flatten((args, kwargs))[0]:
+        if isinstance(a, torch.ScriptObject):
+            try:
+                return int(torch._C._distributed_c10d.ProcessGroup.unbox(a).size())
+            except (AttributeError, RuntimeError):
+                continue
+    ints = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    return ints[0] if ints else 1
+
+
+def _to_backing(kwargs: Any, state: SimState) -> bool:
+    device = kwargs.get("device")
+    return device is not None and torch.device(device).type == state.backing.type
+
+
+def _check_generator(generator: Any, label: int | None) -> None:
+    """aten/src/ATen/core/Generator.h check_generator: a kernel takes only a generator of
+    its own device type."""
+    gen_type = "cpu" if getattr(generator, "_label", None) is None else "cuda"
+    op_type = "cpu" if label is None else "cuda"
+    if gen_type != op_type:
+        raise RuntimeError(
+            f"Expected a '{op_type}' device type for generator but found '{gen_type}'"
+        )
+
+
 def _scalar_to_meta(a: Any) -> Any:
     if isinstance(a, torch.Tensor) and not a.is_meta and a.dim() == 0:
         return torch.empty((), dtype=a.dtype, device=_META)
     return a
 
 
-def _mismatch(
-    func: Any, args: Any, kwargs: Any, bad: torch.Tensor, bad_dev: str, common: str
-) -> RuntimeError:
-    name = "argument"
-    schema = getattr(func, "_schema", None)
-    if schema is not None:
-        values = list(args) + [kwargs.get(a.name) for a in schema.arguments[len(args) :]]
-        for arg, value in zip(schema.arguments, values, strict=True):
-            if value is bad or (isinstance(value, (list, tuple)) and any(v is bad for v in value)):
-                name = arg.name
-                break
-    op = getattr(func, "__name__", str(func)).split(".")[0]
-    return RuntimeError(
-        "Expected all tensors to be on the same device, but got "
-        f"{name} is on {bad_dev}, different from other tensors on {common} "
-        f"(when checking argument in method wrapper_CUDA_{op})"
-    )
+def _default_device() -> torch.device | None:
+    """The device ``torch.set_default_device`` / ``with torch.device(...)`` set, if any."""
+    from torch.utils import _device
+
+    current = getattr(_device, "CURRENT_DEVICE", None)
+    return None if current is None else torch.device(current)
 
 
 class SimFunctionMode(TorchFunctionMode):
@@ -236,39 +436,55 @@ class SimFunctionMode(TorchFunctionMode):
         super().__init__()
         self.state = state
         self.dispatch = dispatch
+        self.local = dispatch.local
         self.autocast_cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        from torch.utils._device import _device_constructors
+
+        self.constructors = _device_constructors()
         t: Any = _T
         self._handlers: dict[Any, Callable[..., Any]] = {
             t.device.__get__: self._device,
             t.is_cuda.__get__: lambda x: self._label(x) is not None or x.is_cuda,
-            t.is_meta.__get__: lambda x: x.is_meta and self._label(x) is None,
+            t.is_cpu.__get__: lambda x: self._label(x) is None and x.is_cpu,
+            t.is_meta.__get__: lambda x: self._label(x) is None and x.is_meta,
             t.get_device: lambda x: (
                 self._label(x) if self._label(x) is not None else x.get_device()
             ),
+            t.type: self._type,
+            t.data_ptr: self._data_ptr,
             t.to: self._to_method,
             t.cuda: self._cuda_method,
             t.cpu: lambda x, memory_format=torch.preserve_format: self._move(
                 x, "cpu", None, False, memory_format
             ),
+            t.new_tensor: self._new_tensor,
             t.item: self._item,
             t.tolist: self._tolist,
             t.__bool__: self._bool,
             t.__int__: lambda x: int(self._item(x)),
             t.__float__: lambda x: float(self._item(x)),
             t.__index__: lambda x: int(self._item(x)),
-            t.numpy: self._numpy,
-            t.__array__: self._numpy,
+            t.numpy: functools.partial(self._numpy, _T.numpy),
+            t.__array__: functools.partial(self._numpy, _T.__array__),
             t.__repr__: self._repr,
             t.__format__: self._format,
-            F.scaled_dot_product_attention: self._sdpa,
-            F.dropout: self._dropout,
+            t.__deepcopy__: self._deepcopy,
+            torch.tensor: functools.partial(self._from_data, torch.tensor),
+            torch.as_tensor: functools.partial(self._from_data, torch.as_tensor),
+            torch.asarray: functools.partial(self._from_data, torch.asarray),
+            _SDPA: self._sdpa,
+            _DROPOUT: self._dropout,
+            torch._VF._pad_packed_sequence: self._pad_packed,
         }
         for f in (t.backward, torch.autograd.backward, torch.autograd.grad):
             self._handlers[f] = functools.partial(self._backward, f)
 
     # --- labels ---------------------------------------------------------------------
     def _label(self, x: torch.Tensor) -> int | None:
-        return self.state.label(x) if x.is_meta else None
+        shown = self.local.shown
+        if shown is not None and shown[0] == id(x):
+            return shown[1]
+        return self.state.label(x)
 
     def _device(self, x: torch.Tensor) -> torch.device:
         label = self._label(x)
@@ -288,6 +504,9 @@ class SimFunctionMode(TorchFunctionMode):
             if dev.type != "cuda":
                 return None
             index = dev.index
+        self.state.init_cuda()
+        if not self.state.devices:
+            raise RuntimeError("No CUDA GPUs are available")
         if index is None:
             index = self.state.current
         if not 0 <= index < len(self.state.devices):
@@ -295,16 +514,34 @@ class SimFunctionMode(TorchFunctionMode):
         return index
 
     @contextmanager
-    def _on(self, label: int | None, *, explicit: bool = False) -> Iterator[None]:
-        d = self.dispatch
-        saved = d.target, d.explicit
-        d.target = label
+    def on(self, label: int | None, *, explicit: bool = False) -> Iterator[None]:
+        """Run as a call on simulated device ``label``: tensors that aten factories make
+        without a tensor argument (and, if ``explicit``, every output) are labelled so."""
+        local = self.local
+        saved = local.target, local.explicit
+        local.target = label
         if explicit:
-            d.explicit = label
+            local.explicit = label
         try:
             yield
         finally:
-            d.target, d.explicit = saved
+            local.target, local.explicit = saved
+
+    @contextmanager
+    def _copying(self) -> Iterator[None]:
+        saved, self.local.copying = self.local.copying, True
+        try:
+            yield
+        finally:
+            self.local.copying = saved
+
+    @contextmanager
+    def _quiet(self) -> Iterator[None]:
+        saved, self.local.quiet = self.local.quiet, True
+        try:
+            yield
+        finally:
+            self.local.quiet = saved
 
     # --- the entry point ------------------------------------------------------------
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -313,28 +550,61 @@ class SimFunctionMode(TorchFunctionMode):
         if handler is not None:
             return handler(*args, **kwargs)
         device = kwargs.get("device")
+        if device is None and func in self.constructors:
+            device = _default_device()  # torch.set_default_device("cuda") or a device context
         if device is not None:
             label = self.resolve(device)
+            if kwargs.get("generator") is not None:
+                _check_generator(kwargs["generator"], label)
             if label is not None:
-                kwargs = {**kwargs, "device": _META}
-                with self._on(label, explicit=True):
+                kwargs = {**kwargs, "device": self.state.backing}
+                with self.on(label, explicit=True):
                     return func(*args, **kwargs)
         if self.autocast_cache and not torch.is_autocast_enabled("cuda"):
             self.autocast_cache.clear()
         label = None
         for a in args:
-            if isinstance(a, torch.Tensor) and a.is_meta:
-                label = self.state.label(a)
+            if isinstance(a, torch.Tensor):
+                label = self._label(a)
                 if label is not None:
                     break
+        if kwargs.get("generator") is not None:
+            _check_generator(kwargs["generator"], label)
         if label is None:
-            return func(*args, **kwargs)
+            if self.local.target is None:
+                return func(*args, **kwargs)
+            with self.on(None):  # a host call inside a simulated one makes host tensors
+                return func(*args, **kwargs)
         if torch.is_autocast_enabled("cuda"):
             args, kwargs = _autocast.cast(func, args, kwargs, self.autocast_cache)
-        with self._on(label):
+        with self.on(label):
             return func(*args, **kwargs)
 
-    # --- moving data ------------------------------------------------------------------
+    # --- creating and moving data -----------------------------------------------------
+    def _from_data(self, factory: Any, data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """``torch.tensor(data, device="cuda")``: made on the host, then copied over."""
+        device = kwargs.pop("device", None)
+        if device is None:
+            device = _default_device()
+        label = self.resolve(device)
+        if label is None:
+            if device is not None:
+                kwargs["device"] = device
+            return factory(data, *args, **kwargs)
+        if isinstance(data, torch.Tensor) and self._label(data) is not None:
+            if factory is torch.tensor:
+                data = data.detach().clone()
+            return self._move(data, device, kwargs.get("dtype"), False, None)
+        requires_grad = bool(kwargs.pop("requires_grad", False))
+        host = factory(data, *args, device="cpu", **kwargs)
+        out = self._move(host, torch.device("cuda", label), None, False, None, copy=True)
+        return out.requires_grad_(requires_grad) if requires_grad else out
+
+    def _new_tensor(self, x: torch.Tensor, data: Any, **kwargs: Any) -> torch.Tensor:
+        kwargs.setdefault("dtype", x.dtype)
+        kwargs.setdefault("device", self._device(x))
+        return self._from_data(torch.tensor, data, **kwargs)
+
     def _to_method(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         copy = bool(kwargs.pop("copy", False))
         if args and isinstance(args[0], torch.Tensor):
@@ -379,58 +649,64 @@ class SimFunctionMode(TorchFunctionMode):
         if device is None or (dst is not None and dst == src) or (dst is None and src is None):
             if src is None:
                 return x.to(
-                    device=device,
-                    dtype=dtype,
-                    non_blocking=non_blocking,
-                    copy=copy,
+                    device=device, dtype=dtype, non_blocking=non_blocking, copy=copy,
                     memory_format=fmt,
-                )
-            with self._on(src):
+                )  # fmt: skip
+            with self.on(src):
                 return x.to(dtype=out_dtype, copy=copy, memory_format=fmt)
-        nbytes = x.numel() * torch.empty((), dtype=out_dtype).element_size()
-        if dst is not None and src is None:
+        nbytes = x.numel() * out_dtype.itemsize
+        if dst is not None and src is None:  # host -> simulated GPU
             if x.is_meta:
                 raise NotImplementedError(
                     "Cannot copy out of meta tensor; no data! Please consider using "
                     "torch.nn.Module.to_empty() instead of torch.nn.Module.to() when moving "
                     "module from meta to a different device."
                 )
-            state.transfer("h2d", nbytes)
+            state.transfer("h2d", nbytes, dst)
+            if isinstance(x, torch.nn.Parameter):
+                state.host_weights(nbytes)
+            target = dst
 
             def make_h2d() -> torch.Tensor:
-                with self._on(dst, explicit=True):
+                with self.on(target, explicit=True), self._copying():
+                    if state.real:
+                        return _aten._to_copy(x, dtype=out_dtype, memory_format=fmt)
                     return torch.empty_like(x, dtype=out_dtype, device=_META, memory_format=fmt)
 
             def back_h2d(g: torch.Tensor) -> torch.Tensor:
-                return torch.zeros(x.shape, dtype=x.dtype)
+                return self._move(g, "cpu", x.dtype, False, None)
 
             return self._apply(x, make_h2d, back_h2d)
-        if dst is None:  # from a simulated GPU to the host (or to the meta device)
-            target = torch.device(device)
-            if target.type == "meta":
+        if dst is None:  # simulated GPU -> host (or the meta device)
+            target_dev = torch.device(device)
+            if target_dev.type == "meta":
                 return torch.empty_like(x, dtype=out_dtype, device=_META, memory_format=fmt)
-            state.transfer("d2h", nbytes)
+            assert src is not None  # not both on the host: handled above
+            source = src
+            state.transfer("d2h", nbytes, source)
             if not non_blocking:
                 state.record_sync("to cpu")
-            shape = x.shape
 
             def make_d2h() -> torch.Tensor:
-                return torch.zeros(shape, dtype=out_dtype, device=target)
+                if not state.real:
+                    return torch.zeros(x.shape, dtype=out_dtype, device=target_dev)
+                with torch._C._DisableTorchDispatch():
+                    return _aten._to_copy(x, dtype=out_dtype, memory_format=fmt)
 
             def back_d2h(g: torch.Tensor) -> torch.Tensor:
-                with self._on(src, explicit=True):
-                    return torch.zeros(shape, dtype=x.dtype, device=_META)
+                return self._move(g, torch.device("cuda", source), x.dtype, False, None)
 
             return self._apply(x, make_d2h, back_d2h)
-        state.transfer("d2d", nbytes)
+        assert src is not None and dst is not None  # the other cases returned above
+        source, target = src, dst
+        state.transfer("d2d", nbytes, source)
 
         def make_d2d() -> torch.Tensor:
-            with self._on(dst, explicit=True):
-                return torch.empty_like(x, dtype=out_dtype, device=_META, memory_format=fmt)
+            with self.on(target, explicit=True), self._copying():
+                return _aten._to_copy(x, dtype=out_dtype, memory_format=fmt)
 
         def back_d2d(g: torch.Tensor) -> torch.Tensor:
-            with self._on(src, explicit=True):
-                return torch.empty_like(g, dtype=x.dtype, device=_META)
+            return self._move(g, torch.device("cuda", source), x.dtype, False, None)
 
         return self._apply(x, make_d2d, back_d2d)
 
@@ -440,12 +716,20 @@ class SimFunctionMode(TorchFunctionMode):
     ) -> torch.Tensor:
         if x.requires_grad and torch.is_grad_enabled():
             return _Mover.apply(x, make, back)
-        return make()
+        with torch.no_grad():
+            return make()
 
-    # --- values that would need the GPU's data -----------------------------------------
+    # --- values that need the GPU's data -----------------------------------------------
     def _read(self, x: torch.Tensor, kind: str) -> None:
         self.state.record_sync(kind)
-        self.state.transfer("d2h", x.numel() * x.element_size())
+        self.state.transfer("d2h", x.numel() * x.element_size(), self._label(x))
+
+    def _host(self, x: torch.Tensor) -> torch.Tensor:
+        """The host copy of a simulated tensor's data (zeros with placeholder values)."""
+        if not self.state.real:
+            return torch.zeros(x.shape, dtype=x.dtype, device="cpu")
+        with torch._C._DisableTorchDispatch():
+            return x.detach().clone()
 
     def _item(self, x: torch.Tensor) -> Any:
         if self._label(x) is None:
@@ -453,13 +737,14 @@ class SimFunctionMode(TorchFunctionMode):
         if x.numel() != 1:
             raise RuntimeError(f"a Tensor with {x.numel()} elements cannot be converted to Scalar")
         self._read(x, "item")
-        return placeholder_scalar(x.dtype)
+        with self._quiet():
+            return x.item()
 
     def _tolist(self, x: torch.Tensor) -> Any:
         if self._label(x) is None:
             return x.tolist()
         self._read(x, "tolist")
-        return torch.zeros(x.shape, dtype=x.dtype).tolist()
+        return self._host(x).tolist()
 
     def _bool(self, x: torch.Tensor) -> bool:
         if self._label(x) is None:
@@ -467,12 +752,13 @@ class SimFunctionMode(TorchFunctionMode):
         if x.numel() != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         self._read(x, "bool")
-        return False
+        with self._quiet():
+            return bool(x.item())
 
-    def _numpy(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    def _numpy(self, real: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         label = self._label(x)
         if label is None:
-            return x.numpy(*args, **kwargs) if not args else x.__array__(*args, **kwargs)
+            return real(x, *args, **kwargs)
         raise TypeError(
             f"can't convert cuda:{label} device type tensor to numpy. Use Tensor.cpu() to "
             "copy the tensor to host memory first."
@@ -483,14 +769,21 @@ class SimFunctionMode(TorchFunctionMode):
         if label is None:
             return _T.__repr__(x, *args, **kwargs)
         self._read(x, "print")
-        shown = torch.zeros((), dtype=x.dtype).expand(x.shape)
-        text = _T.__repr__(shown)
-        suffix = f", device='cuda:{label}'"
-        if x.grad_fn is not None:
-            suffix += f", grad_fn=<{type(x.grad_fn).__name__}>"
-        elif x.requires_grad:
-            suffix += ", requires_grad=True"
-        return text[:-1] + suffix + ")"
+        shown = (
+            x if self.state.real else torch.zeros((), dtype=x.dtype, device="cpu").expand(x.shape)
+        )
+        if not self.state.real and x.requires_grad:
+            shown = shown.clone().requires_grad_(True)
+        saved = self.local.shown
+        self.local.shown = (id(shown), label)
+        try:
+            with self:  # torch's own printer, asking this mode for the device
+                text: str = torch._tensor_str._str(shown, *args, **kwargs)
+        finally:
+            self.local.shown = saved
+        if x.grad_fn is not None and shown is not x:
+            text = text.replace(", requires_grad=True)", f", grad_fn=<{type(x.grad_fn).__name__}>)")
+        return text
 
     def _format(self, x: torch.Tensor, spec: str) -> str:
         if self._label(x) is None:
@@ -500,6 +793,64 @@ class SimFunctionMode(TorchFunctionMode):
         if spec:
             raise TypeError("unsupported format string passed to Tensor.__format__")
         return self._repr(x)
+
+    def _type(self, x: torch.Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
+        label = self._label(x)
+        if dtype is None:
+            return _T.type(x) if label is None else _rules.tensor_type(x, lambda t: f"cuda:{label}")
+        if isinstance(dtype, torch.dtype):
+            if label is None:
+                return _T.type(x, dtype, non_blocking)
+            return self._move(x, None, dtype, non_blocking, None)
+        # a legacy type or its name: "torch.cuda.FloatTensor" is a CUDA tensor of float32
+        name = dtype if isinstance(dtype, str) else f"{dtype.__module__}.{dtype.__name__}"
+        to_cuda = name.startswith("torch.cuda.")
+        if label is None and not to_cuda:
+            return _T.type(x, getattr(dtype, "real", dtype), non_blocking)
+        target_dtype = _rules.LEGACY_TYPES.get(name.rsplit(".", 1)[-1])
+        if target_dtype is None or name.count(".") != (2 if to_cuda else 1):
+            raise ValueError(f"invalid type: '{name}'")
+        if not to_cuda:
+            return self._move(x, "cpu", target_dtype, non_blocking, None)
+        index = label if label is not None else self.state.current
+        return self._move(x, torch.device("cuda", index), target_dtype, non_blocking, None)
+
+    def _data_ptr(self, x: torch.Tensor) -> int:
+        if self._label(x) is None:
+            return _T.data_ptr(x)
+        base = self.state.address(x.untyped_storage()) or 0
+        return base + int(x.storage_offset()) * x.element_size()
+
+    def _deepcopy(self, x: torch.Tensor, memo: dict[int, Any]) -> torch.Tensor:
+        label = self._label(x)
+        if label is None:
+            return _T.__deepcopy__(x, memo)
+        if id(x) in memo:
+            return memo[id(x)]
+        with torch.no_grad(), self.on(label):
+            new = x.clone()
+        new.requires_grad_(x.requires_grad)
+        if x.grad is not None:
+            new.grad = self._deepcopy(x.grad, memo)
+        memo[id(x)] = new
+        return new
+
+    def _pad_packed(self, data: torch.Tensor, batch_sizes: torch.Tensor, *args: Any) -> Any:
+        """PackedSequence.cpp _pad_packed_sequence: the padded data on data's device, the
+        lengths on the CPU (made from the CPU ``batch_sizes``, which must be there)."""
+        real = torch._VF._pad_packed_sequence
+        label = self._label(data)
+        on_gpu = self._label(batch_sizes)
+        _rules.check_lengths(
+            batch_sizes, lambda t: str(t.device) if on_gpu is None else f"cuda:{on_gpu}"
+        )
+        if label is None:
+            return real(data, batch_sizes, *args)
+        with self.on(label):
+            padded, _ = real(data, batch_sizes, *args)
+        # batch element b is as long as the number of steps whose batch is larger than b
+        steps = torch.arange(int(batch_sizes[0])).unsqueeze(1)
+        return padded, (batch_sizes.unsqueeze(0) > steps).sum(1)
 
     # --- kernels the target GPU would pick ---------------------------------------------
     def _sdpa(
@@ -523,17 +874,17 @@ class SimFunctionMode(TorchFunctionMode):
             if out is not None:
                 return out
             self.state.note("scaled_dot_product_attention: math kernel (as on the GPU)")
-        with self._on(label):
-            return F.scaled_dot_product_attention(
-                query,
-                key,
-                value,
-                attn_mask,
-                dropout_p,
-                is_causal,
-                scale=scale,
+        if label is None:
+            return _SDPA(
+                query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
                 enable_gqa=enable_gqa,
-            )
+            )  # fmt: skip
+        # the CPU would pick its own flash kernel for simulated GPU tensors with real values
+        with self.on(label), sdpa_kernel([SDPBackend.MATH]):
+            return _SDPA(
+                query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                enable_gqa=enable_gqa,
+            )  # fmt: skip
 
     def _fused_sdpa(
         self,
@@ -546,48 +897,84 @@ class SimFunctionMode(TorchFunctionMode):
         is_causal: bool,
         scale: float | None,
     ) -> torch.Tensor | None:
-        """The flash or memory-efficient kernel where CUDA would pick one, else None."""
-        spec = self.state.devices[label].spec
-        major = spec.compute_capability[0] if spec.compute_capability else 0
+        """The flash or memory-efficient kernel where CUDA would pick one, else None.
+
+        With placeholder values the CUDA kernels' own meta functions run. With real values
+        the CPU computes the result with its flash kernel, whose saved tensors (output and
+        log-sum-exp) match CUDA's flash and memory-efficient kernels; the substitution is
+        noted in the report.
+        """
+        has_flash, has_efficient = _rules.attention_kernels(self.state.devices[label].spec)
+        self.state.decisions.add("the attention kernel (it depends on the GPU)")
         if query.dim() != 4 or query.shape[1] != key.shape[1] or query.shape[-1] % 8:
             return None
         needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-        with self._on(label):
-            if (
-                torch.backends.cuda.flash_sdp_enabled()
-                and attn_mask is None
-                and query.dtype in (torch.float16, torch.bfloat16)
-                and query.shape[-1] <= 256
-                and major >= 8
-            ):
-                self.state.note("scaled_dot_product_attention: flash kernel (as on the GPU)")
+        flash = (
+            torch.backends.cuda.flash_sdp_enabled()
+            and attn_mask is None
+            and query.dtype in (torch.float16, torch.bfloat16)
+            and query.shape[-1] <= 256
+            and has_flash
+        )
+        efficient = not flash and torch.backends.cuda.mem_efficient_sdp_enabled() and has_efficient
+        if not (flash or efficient):
+            return None
+        kernel = "flash" if flash else "memory-efficient"
+        self.state.note(f"scaled_dot_product_attention: {kernel} kernel (as on the GPU)")
+        if self.state.real:
+            self.state.note(
+                f"scaled_dot_product_attention: the {kernel} kernel's values computed on the "
+                "CPU (its flash kernel, or the formula with dropout); rounding differs"
+            )
+        with self.on(label):
+            if flash:
                 return _aten._scaled_dot_product_flash_attention(
                     query, key, value, dropout_p, is_causal, scale=scale
                 )[0]
-            if torch.backends.cuda.mem_efficient_sdp_enabled() and major >= 5:
-                bias = attn_mask
-                if bias is not None and bias.dtype == torch.bool:
-                    bias = torch.zeros(bias.shape, dtype=query.dtype, device=_META).masked_fill(
-                        bias.logical_not(), float("-inf")
-                    )
-                self.state.note(
-                    "scaled_dot_product_attention: memory-efficient kernel (as on the GPU)"
-                )
-                return _aten._scaled_dot_product_efficient_attention(
-                    query, key, value, bias, needs_grad, dropout_p, is_causal, scale=scale
-                )[0]
-        return None
+            bias = attn_mask
+            if bias is not None and bias.dtype == torch.bool:
+                bias = torch.zeros(
+                    bias.shape, dtype=query.dtype, device=self.state.backing
+                ).masked_fill(bias.logical_not(), float("-inf"))
+            return _aten._scaled_dot_product_efficient_attention(
+                query, key, value, bias, needs_grad, dropout_p, is_causal, scale=scale
+            )[0]
 
     def _dropout(
         self, input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
     ) -> torch.Tensor:
-        """CUDA's fused dropout keeps a bool mask; the CPU path (which meta tensors would
-        take) keeps one in the input's dtype (aten/src/ATen/native/Dropout.cpp)."""
+        """CUDA's fused dropout keeps a bool mask; the CPU path (which simulated tensors
+        would take) keeps one in the input's dtype (aten/src/ATen/native/Dropout.cpp)."""
         label = self._label(input)
         if label is None or inplace or not training or not 0 < p < 1 or input.numel() == 0:
-            return F.dropout(input, p, training, inplace)
-        with self._on(label):
+            return _DROPOUT(input, p, training, inplace)
+        with self.on(label):
             return torch.native_dropout(input, p, True)[0]
+
+    def engine(self, run: Callable[..., Any]) -> Callable[..., Any]:
+        """Wrap ``torch.autograd``'s call into the autograd engine so that the Python code
+        that runs during backward — custom autograd Functions, activation checkpointing's
+        recompute, DataParallel's scatter and gather — sees the simulated devices: the
+        backward handler runs with this mode popped, as every handler does."""
+        return self.reentrant(run)
+
+    def reentrant(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``func``, seeing this mode even where it is called from code that runs with the
+        mode popped: a torch function being handled (``F.multi_head_attention_forward``
+        calls ``F.scaled_dot_product_attention`` and ``F.dropout``), or the autograd engine.
+        Installed in place of ``func`` for the simulation; handlers answer both names."""
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self in torch.overrides._get_current_function_mode_stack():
+                return func(*args, **kwargs)
+            with self:
+                return func(*args, **kwargs)
+
+        functools.update_wrapper(call, func)
+        call._torchplace_unique = True  # type: ignore[attr-defined]
+        if func in self._handlers:
+            self._handlers[call] = self._handlers[func]
+        return call
 
     def _backward(self, func: Any, *args: Any, **kwargs: Any) -> Any:
         label = None
@@ -598,7 +985,7 @@ class SimFunctionMode(TorchFunctionMode):
         saved = self.state.phase
         self.state.phase = "backward"
         try:
-            with self._on(label):
+            with self.on(label):
                 return func(*args, **kwargs)
         finally:
             self.state.phase = saved

@@ -1,13 +1,17 @@
 """What a simulation knows: the simulated devices, every live storage on them, and events.
 
-Simulated tensors are ``meta`` tensors (shape, dtype and strides, no data). Which
-simulated device a storage lives on is a label kept here, keyed by the storage, so views
-share the label of their base. Every new storage on a simulated device is an allocation
-replayed through the caching-allocator model; its death (a weakref callback) is the free.
+A simulated tensor is an ordinary tensor on the run's *backing* device — ``meta`` (no
+data: placeholder values, any model size) or ``cpu`` (real values) — whose storage the
+simulator has labelled with a simulated CUDA device. Labels are kept here, keyed by the
+storage, so views share the label of their base; everything else (device rules,
+accounting, transfers, syncs, costs) works the same on either backing. Every new storage
+on a simulated device is an allocation replayed through the caching-allocator model; its
+death (a weakref callback) is the free.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -19,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchplace.cost import OpCost, transfer_seconds
+from torchplace.sim._comm import Topology
+from torchplace.sim._trace import WORKSPACE, Trace
 from torchplace.sim.allocator import AllocatorOOM, CachingAllocatorModel
 
 if TYPE_CHECKING:
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
     from torchplace.cost import Peaks, StepEstimate
 
 __all__ = [
+    "BAD_FORK",
     "CATEGORIES",
     "SimDevice",
     "SimState",
@@ -34,11 +41,27 @@ __all__ = [
     "user_frame",
 ]
 
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "other")
+CATEGORIES = (
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "communication",
+    "other",
+)
+
+#: CUDA's error for a forked child that uses CUDA after its parent did (torch/cuda/__init__.py
+#: _lazy_init).
+BAD_FORK = (
+    "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
+    "you must use the 'spawn' start method"
+)
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIP_PREFIXES = (_TORCH_DIR, _OWN_DIR, "<frozen ", os.path.dirname(os.__file__))
+# a storage's real device (a simulation answers ``storage.device`` with its simulated one)
+_STORAGE_DEVICE = torch._C.StorageBase.device  # type: ignore[attr-defined]
 # user programs that ship inside the package (the built-in examples) count as user code
 _USER_FILES = (os.path.join(_OWN_DIR, "sim", "example.py"), os.path.join(_OWN_DIR, "demo.py"))
 
@@ -57,6 +80,21 @@ _CONTEXT_MIB_BY_MAJOR = {7: 300, 8: 400, 9: 500, 10: 600, 12: 500}
 # (CUBLAS_WORKSPACE_CONFIG default in c10/cuda/CUDABlas / CublasHandlePool: 8 MiB before
 # Hopper, 32 MiB on sm90 and later).
 _MIB = 1024**2
+_GIB = 1024**3
+
+
+def _host_memory() -> tuple[int | None, int | None]:
+    """(available, total) host memory in bytes from /proc/meminfo; (None, None) elsewhere."""
+    try:
+        with open("/proc/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        kib = 1024
+        return (
+            int(fields["MemAvailable"].split()[0]) * kib,
+            int(fields["MemTotal"].split()[0]) * kib,
+        )
+    except (OSError, KeyError, ValueError):
+        return None, None
 
 
 def context_bytes_for(spec: GPUSpec) -> int:
@@ -70,12 +108,55 @@ def _cublas_workspace_bytes(spec: GPUSpec) -> int:
     return (32 if major >= 9 else 8) * _MIB
 
 
+def visible_devices(var: str, count: int) -> list[int]:
+    """The physical GPUs ``CUDA_VISIBLE_DEVICES=var`` shows on a machine with ``count``.
+
+    As torch/cuda/__init__.py ``_parse_visible_devices`` and ``_device_count_nvml`` read it:
+    comma-separated ordinals (or ``GPU-<uuid prefix>``); parsing stops at the first entry
+    that is not a non-negative number or is past the last GPU; a repeated entry hides all.
+
+    Examples:
+        >>> visible_devices("1,0", 2), visible_devices("0,0", 2), visible_devices("1,5,0", 4)
+        ([1, 0], [], [1])
+        >>> visible_devices("", 2), visible_devices("GPU-51a00001", 2)
+        ([], [1])
+    """
+    out: list[int] = []
+    for elem in var.split(","):
+        elem = elem.strip()
+        if elem.startswith("GPU-"):
+            matches = [i for i in range(count) if sim_uuid(i).startswith(elem[4:])]
+            index = matches[0] if len(matches) == 1 else -1
+        else:
+            digits = elem[1:] if elem[:1] in "+-" else elem
+            n = len(digits) - len(digits.lstrip("0123456789"))
+            index = int(elem[: n + (len(elem) - len(digits))]) if n else -1
+        if index in out:
+            return []
+        if index < 0 or index >= count:
+            break
+        out.append(index)
+    return out
+
+
+def sim_uuid(index: int) -> str:
+    """The UUID a simulated GPU reports (``nvidia-smi -L`` shows it as ``GPU-<uuid>``)."""
+    return f"51a0{index:04x}-0000-4000-8000-000000000000"
+
+
 def user_frame() -> tuple[str, int] | None:
     """File and line of the innermost frame that belongs to the user's code."""
-    frame = sys._getframe(1)
+    found = _user_code_frame()
+    return None if found is None else (found[0], found[1])
+
+
+def _user_code_frame() -> tuple[str, int, str] | None:
+    """File, line and function of the innermost frame of the user's code."""
+    frame = sys._getframe(2)
     while frame is not None:
-        if is_user_file(frame.f_code.co_filename):
-            return frame.f_code.co_filename, frame.f_lineno
+        code = frame.f_code
+        if is_user_file(code.co_filename):
+            return code.co_filename, frame.f_lineno, code.co_name
         frame = frame.f_back  # type: ignore[assignment]
     return None
 
@@ -87,27 +168,35 @@ class _Storage:
     handle: int
     phase: str
     scope: str | None
+    trace_index: int = -1
 
 
 @dataclass
 class SimDevice:
-    """One simulated GPU: its spec, capacity and allocator model."""
+    """One simulated GPU: its spec, capacity, allocator model and random generator."""
 
     index: int
     spec: GPUSpec
     capacity: int
     context_bytes: int
     allocator: CachingAllocatorModel
+    generator: torch.Generator = field(default_factory=torch.Generator)
     peak_allocated: int = 0  # over the whole run (torch.cuda.reset_peak_memory_stats keeps it)
     peak_breakdown: dict[str, int] = field(default_factory=dict)
     peak_scopes: dict[str, int] = field(default_factory=dict)
     cublas_ready: bool = False
     snapshot_at: int = 0
+    estimate: StepEstimate | None = None  # the cost model's running total for this GPU
+    step_marks: list[float] = field(default_factory=lambda: [0.0])  # estimate at each step
 
     @property
     def allocated(self) -> int:
         """Live storage bytes, 512-rounded (what ``torch.cuda.memory_allocated`` reports)."""
         return self.allocator.allocated_bytes
+
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        return self.spec.compute_capability
 
 
 @dataclass
@@ -115,20 +204,36 @@ class SimState:
     """Everything one simulation records. Thread-safe for the autograd worker threads."""
 
     devices: list[SimDevice]
+    backing: torch.device = field(default_factory=lambda: torch.device("meta"))
     peaks: Peaks | None = None
-    current: int = 0
+    host_limit: int | None = None  # real values: the most host memory simulated data may take
+    host_bytes: int = 0
+    host_weight_bytes: int = 0  # parameters built on the host, then moved to a GPU
     storages: dict[int, _Storage] = field(default_factory=dict)
     transfers: dict[str, list[int]] = field(
         default_factory=lambda: {"h2d": [0, 0], "d2h": [0, 0], "d2d": [0, 0]}
     )
     syncs: Counter[tuple[str, str, int]] = field(default_factory=Counter)
     notes: Counter[str] = field(default_factory=Counter)
+    files: list[dict[str, Any]] = field(default_factory=list)
+    trace: Trace = field(default_factory=Trace)
+    kinds: dict[int, str] = field(default_factory=dict)  # storage key -> parameters, ...
+    history: list[tuple[int, int | None]] = field(default_factory=list)  # _record_memory_history
+    decisions: set[str] = field(default_factory=set)  # choices the GPU model made
+    topology: Topology = field(default_factory=Topology)
+    category_override: str | None = None  # every new storage is this (DDP's buckets)
     oom: dict[str, Any] | None = None
-    estimates: list[StepEstimate] = field(default_factory=list)
     phase: str = "other"
     scopes: list[str] = field(default_factory=list)
+    initialized: bool = False  # CUDA was touched (a forked child then may not use it)
+    bad_fork: bool = False  # this process was forked after its parent touched CUDA
     optimizers: weakref.WeakSet[torch.optim.Optimizer] = field(default_factory=weakref.WeakSet)
     modules: weakref.WeakSet[torch.nn.Module] = field(default_factory=weakref.WeakSet)
+    pinned: weakref.WeakSet[torch.UntypedStorage] = field(default_factory=weakref.WeakSet)
+    physical: list[SimDevice] = field(default_factory=list)  # every simulated GPU
+    visible_note: str | None = None
+    _frozen: bool = False  # CUDA_VISIBLE_DEVICES was read (at the first CUDA call)
+    _current: threading.local = field(default_factory=threading.local)
     _pending_frees: list[int] = field(default_factory=list)
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -141,49 +246,161 @@ class SimState:
         capacity: int | None = None,
         context_bytes: int | None = None,
         peaks: Peaks | None = None,
+        real: bool = False,
+        host_limit: int | None = None,
     ) -> SimState:
         cap = spec.torch_total_bytes if capacity is None else capacity
         ctx = context_bytes_for(spec) if context_bytes is None else context_bytes
         devices = [
-            SimDevice(i, spec, cap, ctx, CachingAllocatorModel(cap, reserved_outside=ctx))
+            SimDevice(
+                i, spec, cap, ctx, CachingAllocatorModel(cap, reserved_outside=ctx, device_index=i)
+            )
             for i in range(gpus)
         ]
-        return cls(devices=devices, peaks=peaks)
+        backing = torch.device("cpu" if real else "meta")
+        state = cls(
+            devices=devices, physical=list(devices), backing=backing, peaks=peaks,
+            host_limit=host_limit,
+        )  # fmt: skip
+        for dev in devices:
+            dev.allocator.segment_hook = functools.partial(state._segment, dev)
+        return state
+
+    def _segment(self, dev: SimDevice, kind: str, address: int, size: int) -> None:
+        self.trace.segment(dev.index, kind, address, size, self.clock(dev.index))
+
+    def clock(self, device: int) -> float:
+        """The cost model's running time on ``device`` (seconds), the trace's time axis."""
+        estimate = self.devices[device].estimate
+        return estimate.seconds if estimate is not None else 0.0
+
+    def classify(self, tensor: torch.Tensor, kind: str) -> None:
+        """Record what a simulated tensor is (parameters, gradients, optimizer_state)."""
+        tensor = getattr(tensor, "_local_tensor", tensor)  # a DTensor: its shard
+        if self.label(tensor) is not None:
+            self.kinds[tensor.untyped_storage()._cdata] = kind
+
+    def init_cuda(self) -> None:
+        """Read ``CUDA_VISIBLE_DEVICES`` as CUDA does, once, at the first CUDA call: the
+        script sees the listed simulated GPUs, renumbered from 0.
+
+        Raises:
+            RuntimeError: in a process forked after its parent used CUDA, as CUDA does.
+        """
+        if self.bad_fork:
+            raise RuntimeError(BAD_FORK)
+        if self._frozen:
+            return
+        self._frozen = True
+        var = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if var is None:
+            return
+        visible = visible_devices(var, len(self.physical))
+        self.devices = [self.physical[i] for i in visible]
+        for logical, dev in enumerate(self.devices):
+            dev.index = logical
+            dev.allocator._device_index = logical
+        shown = ", ".join(f"cuda:{n} = simulated GPU {p}" for n, p in enumerate(visible))
+        self.visible_note = (
+            f"CUDA_VISIBLE_DEVICES={var}: the script saw {len(visible)} of "
+            f"{len(self.physical)} simulated GPUs" + (f" ({shown})" if shown else "")
+        )
+        self.note(self.visible_note)
+
+    @property
+    def real(self) -> bool:
+        """Whether simulated tensors hold real values (CPU backing) or placeholders (meta)."""
+        return self.backing.type == "cpu"
+
+    @property
+    def current(self) -> int:
+        """The current device of this thread (``torch.cuda.current_device()``)."""
+        return getattr(self._current, "index", 0)
+
+    @current.setter
+    def current(self, index: int) -> None:
+        self._current.index = index
 
     # --- storages -------------------------------------------------------------------
     def label(self, t: torch.Tensor) -> int | None:
-        """The simulated device index of a meta tensor, or None for a user's own meta tensor."""
+        """The simulated device index of ``t``, or None for a tensor of a real device.
+
+        Callable with the simulation's function mode active (hooks, patched methods, the
+        backward pass): the real device is read with torch functions disabled.
+        """
+        if torch._C._is_torch_function_mode_enabled():
+            with torch._C.DisableTorchFunction():
+                return self._label(t)
+        return self._label(t)
+
+    def _label(self, t: torch.Tensor) -> int | None:
+        local = getattr(t, "_local_tensor", None)  # a DTensor: the device of its shard
+        if local is not None:
+            return self._label(local)
+        if t.device.type != self.backing.type or t.layout != torch.strided:
+            return None
         if self._pending_frees:
             self.sync()  # a dead storage's address may already belong to a new one
         rec = self.storages.get(t.untyped_storage()._cdata)
         return None if rec is None else rec.device
 
-    def register(self, t: torch.Tensor, device: int) -> None:
-        """Account for ``t``'s storage on ``device`` if it is new (views are not)."""
+    def storage_label(self, storage: Any) -> int | None:
+        """The simulated device of an ``UntypedStorage``, or None."""
+        # the storage's real device (the simulation answers ``storage.device`` from this)
+        if _STORAGE_DEVICE.__get__(storage).type != self.backing.type:
+            return None
         if self._pending_frees:
             self.sync()
-        storage = t.untyped_storage()
+        rec = self.storages.get(storage._cdata)
+        return None if rec is None else rec.device
+
+    def register(self, t: torch.Tensor, device: int) -> None:
+        """Account for ``t``'s storage on ``device`` if it is new (views are not)."""
+        self.register_storage(t.untyped_storage(), device)
+
+    def register_storage(self, storage: Any, device: int, nbytes: int | None = None) -> None:
+        """Account for an ``UntypedStorage`` on ``device`` if it is new; ``nbytes`` (the
+        size a GPU kernel would have given a tensor the CPU computed) re-accounts it."""
+        if self._pending_frees:
+            self.sync()
         key = storage._cdata
         rec = self.storages.get(key)
-        nbytes = storage.nbytes()
-        if rec is not None:
-            if rec.nbytes == nbytes or nbytes < rec.nbytes:
+        if rec is not None and nbytes is not None:
+            self._free_key(key)
+        elif rec is not None:
+            if storage.nbytes() <= rec.nbytes:
                 return
             self._free_key(key)  # resize_ grew the storage: a new block
+        nbytes = storage.nbytes() if nbytes is None else nbytes
         with self._lock:
             self._drain()
+            self.initialized = True
             dev = self.devices[device]
             handle = self._malloc(dev, nbytes)
+            if self.real:
+                self._check_host(nbytes)
             scope = self.scopes[-1] if self.scopes else None
-            self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope)
+            index = self.trace.alloc(
+                dev.index, nbytes, handle, self.clock(dev.index), self.phase, scope,
+                _user_code_frame(),
+            )  # fmt: skip
+            self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope, index)
+            if self.category_override is not None:
+                self.kinds[key] = self.category_override
             weakref.finalize(storage, self._pending_frees.append, key)
             self._after_alloc(dev)
+
+    def address(self, storage: Any) -> int | None:
+        """The simulated device address of a storage (its block's), or None."""
+        rec = self.storages.get(storage._cdata)
+        return None if rec is None else rec.handle
 
     def _malloc(self, dev: SimDevice, nbytes: int) -> int:
         try:
             handle = dev.allocator.malloc(nbytes)
         except AllocatorOOM as e:
             where = user_frame()
+            self.trace.oom(dev.index, int(e.requested), _user_code_frame())
             self.oom = {
                 "device": dev.index,
                 "requested_bytes": int(e.requested),
@@ -200,15 +417,92 @@ class SimState:
         if not dev.cublas_ready:
             dev.cublas_ready = True
             with self._lock:
-                self._malloc(dev, _cublas_workspace_bytes(dev.spec))
+                nbytes = _cublas_workspace_bytes(dev.spec)
+                handle = self._malloc(dev, nbytes)
+                self.trace.alloc(
+                    dev.index, nbytes, handle, self.clock(dev.index), "other", WORKSPACE, None
+                )
                 self.notes["cuBLAS workspace allocated at the first matrix multiply"] += 1
                 self._after_alloc(dev)
+
+    def reserve_host(self, nbytes: int, device: int) -> None:
+        """An allocation of ``nbytes`` the host could not make: raise the simulated GPU's
+        out-of-memory error if it would not fit there either, else :class:`HostMemoryError`."""
+        with self._lock:
+            dev = self.devices[device]
+            dev.allocator.free(self._malloc(dev, nbytes))
+        raise self._host_error(self.host_bytes + nbytes, "more than the host could allocate")
+
+    def host_weights(self, nbytes: int) -> None:
+        """Count parameters moved from the host; past 1 GiB, say how to avoid it."""
+        before = self.host_weight_bytes
+        self.host_weight_bytes += nbytes
+        if before < _GIB <= self.host_weight_bytes:
+            self.note(
+                "the script builds its weights on the host and then moves them to the GPU "
+                "(model.cuda() / .to()): over 1 GiB so far, real host memory under simulation "
+                "and a host copy on a GPU machine too; build them on the device instead: "
+                "`with torch.device('cuda'): model = Model()` (or on 'meta', then "
+                "model.to_empty(device='cuda') and load the weights)"
+            )
+
+    def check_host_room(self, nbytes: int) -> None:
+        """Raise :class:`HostMemoryError` if making ``nbytes`` on the host would leave less
+        than 1 GiB (or 5%) of its memory available."""
+        available, total = _host_memory()
+        if available is None or total is None:
+            return
+        floor = max(_GIB, total // 20)
+        if available - nbytes >= floor:
+            return
+        from torchplace._units import format_bytes
+
+        where = user_frame()
+        at = f" at {where[0]}:{where[1]}" if where else ""
+        self.note("stopped: the host would run out of memory")
+        from torchplace.sim._simulate import HostMemoryError
+
+        raise HostMemoryError(
+            f"torchplace sim: the script makes a {format_bytes(nbytes)} tensor on the host"
+            f"{at}, and this machine has {format_bytes(available)} available: it would run "
+            "out of memory. Scripts that build a model on the host and then call .cuda() "
+            "need the whole model in host memory, here and on a GPU machine; build it on the "
+            "device instead: `with torch.device('cuda'): model = Model()`."
+        )
+
+    def _check_host(self, nbytes: int) -> None:
+        self.host_bytes += nbytes
+        if self.host_limit is not None and self.host_bytes > self.host_limit:
+            from torchplace._units import format_bytes
+
+            raise self._host_error(
+                self.host_bytes,
+                f"over the limit of {format_bytes(self.host_limit)} (half the memory this "
+                "machine had available; --host-memory-limit sets it)",
+            )
+
+    def _host_error(self, total: int, why: str) -> MemoryError:
+        from torchplace._units import format_bytes
+        from torchplace.sim._simulate import HostMemoryError
+
+        where = user_frame()
+        at = f" at {where[0]}:{where[1]}" if where else ""
+        self.note("stopped: real values would not fit in host memory")
+        return HostMemoryError(
+            "torchplace sim: the simulated GPUs' tensors hold real values in host memory; "
+            f"they would now take {format_bytes(total)}{at}, {why}. Run with --values "
+            "placeholder (simulate(values='placeholder')) to simulate shapes only: any "
+            "model size fits."
+        )
 
     def _free_key(self, key: int) -> None:
         rec = self.storages.pop(key, None)
         if rec is not None:
             dev = self.devices[rec.device]
             dev.allocator.free(rec.handle)
+            self.trace.free(rec.trace_index, self.clock(rec.device), self.kinds.pop(key, None))
+            if self.real:
+                self.host_bytes -= rec.nbytes
 
     def _drain(self) -> None:
         while self._pending_frees:
@@ -235,23 +529,24 @@ class SimState:
         if dev.allocated >= max(dev.snapshot_at * 1.01, dev.snapshot_at + _MIB):
             self._snapshot(dev)
 
-    def _snapshot(self, dev: SimDevice) -> None:
-        dev.snapshot_at = dev.allocated
-        kinds: dict[int, str] = {}
-        # Parameters are found through their modules and optimizers (weak references to the
-        # tensors themselves would stop Module.to() from swapping them).
+    def refresh_kinds(self) -> None:
+        """Classify the parameters, gradients and optimizer states the run knows of now."""
         params = [p for m in list(self.modules) for p in m.parameters(recurse=False)]
         opts = list(self.optimizers)
         params += [p for opt in opts for group in opt.param_groups for p in group["params"]]
         for p in params:
-            kinds[p.untyped_storage()._cdata] = "parameters"
+            self.classify(p, "parameters")
             if p.grad is not None:
-                kinds[p.grad.untyped_storage()._cdata] = "gradients"
+                self.classify(p.grad, "gradients")
         for opt in opts:
-            for state in opt.state.values():
-                for v in state.values():
-                    if isinstance(v, torch.Tensor):
-                        kinds.setdefault(v.untyped_storage()._cdata, "optimizer_state")
+            for values in opt.state.values():
+                for v in values.values():
+                    if isinstance(v, torch.Tensor) and v.dim() > 0:
+                        self.classify(v, "optimizer_state")
+
+    def _snapshot(self, dev: SimDevice) -> None:
+        dev.snapshot_at = dev.allocated
+        self.refresh_kinds()
         breakdown = dict.fromkeys(CATEGORIES, 0)
         if dev.cublas_ready:
             breakdown["other"] += _cublas_workspace_bytes(dev.spec)
@@ -259,7 +554,7 @@ class SimState:
         for key, rec in list(self.storages.items()):
             if rec.device != dev.index:
                 continue
-            kind = kinds.get(key)
+            kind = self.kinds.get(key)
             if kind is None:
                 kind = "activations" if rec.phase in ("forward", "backward") else "other"
                 if kind == "activations":
@@ -268,16 +563,43 @@ class SimState:
         dev.peak_breakdown = breakdown
         dev.peak_scopes = dict(scopes.most_common(10))
 
+    def finish_trace(self) -> None:
+        """Give every allocation still live its category (the trace is then complete)."""
+        self.sync()
+        self.refresh_kinds()
+        for key, rec in self.storages.items():
+            self.trace.set_category(rec.trace_index, self.kinds.get(key))
+
     # --- events -------------------------------------------------------------------------
-    def transfer(self, kind: str, nbytes: int) -> None:
+    def transfer(self, kind: str, nbytes: int, device: int | None = None) -> None:
         """Count a copy; host copies are also priced at the host link's speed."""
         counts = self.transfers[kind]
         counts[0] += 1
         counts[1] += nbytes
-        if self.peaks is not None and self.estimates and kind != "d2d":
+        index = self.current if device is None else device
+        if kind != "d2d":
+            self.trace.op(index, 0.0, nbytes, "h2d" if kind == "h2d" else "d2h")
+        estimate = self.devices[index].estimate
+        if self.peaks is not None and estimate is not None and kind != "d2d":
             seconds = transfer_seconds(nbytes, self.peaks, "h2d" if kind == "h2d" else "d2h")
-            cost = OpCost(f"copy {kind}", 0.0, nbytes, seconds, "memory")
-            self.estimates[self.current].add(cost, None)
+            estimate.add(OpCost(f"copy {kind}", 0.0, nbytes, seconds, "memory"), None)
+
+    def collective(self, device: int, kind: str, size: int, world: int) -> None:
+        """Price a collective over ``size`` bytes among ``world`` ranks (torchplace.sim._comm)."""
+        from torchplace.sim._comm import bus_bytes
+
+        bus = bus_bytes(kind, size, world)
+        dev = self.devices[device]
+        link = float(
+            dev.spec.gpu_link_bandwidth_bytes_per_s or dev.spec.host_bandwidth_bytes_per_s or 1e9
+        )
+        launch = self.peaks.launch_seconds if self.peaks is not None else 0.0
+        seconds = self.topology.seconds(bus, world, link, launch)
+        self.trace.op(
+            device, 0.0, bus, "network" if self.topology.crosses_nodes(world) else "nvlink"
+        )
+        if dev.estimate is not None and bus > 0:
+            dev.estimate.add(OpCost(f"nccl {kind}", 0.0, int(bus), seconds, "communication"), None)
 
     def record_sync(self, kind: str) -> None:
         where = user_frame() or ("<unknown>", 0)

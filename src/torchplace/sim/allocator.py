@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 from bisect import bisect_left, insort
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["AllocatorOOM", "CachingAllocatorModel", "round_size", "segment_size"]
@@ -158,8 +159,10 @@ class AllocatorOOM(RuntimeError):
         reserved: int,
         capacity: int,
         device_index: int = 0,
+        allowed: int | None = None,
     ) -> None:
         self.requested = requested
+        self.allowed = allowed
         self.alloc_size = alloc_size
         self.free_device = free_device
         self.allocated = allocated
@@ -192,7 +195,8 @@ class AllocatorOOM(RuntimeError):
             f"CUDA out of memory. Tried to allocate {_format_size(self.alloc_size)}. "
             f"GPU {device_index} has a total capacity of {_format_size(self.capacity)} "
             f"of which {_format_size(self.free_device)} is free. "
-            f"Of the allocated memory {_format_size(self.allocated)} is allocated by PyTorch, "
+            + (f"{_format_size(self.allowed)} allowed; " if self.allowed is not None else "")
+            + f"Of the allocated memory {_format_size(self.allocated)} is allocated by PyTorch, "
             f"and {_format_size(self.reserved - self.allocated)} is reserved by PyTorch but "
             "unallocated. If reserved but unallocated memory is large try setting "
             "PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "
@@ -202,7 +206,7 @@ class AllocatorOOM(RuntimeError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The simulator runs scripts in a child process and sends this error back.
-        fields = {
+        fields: dict[str, Any] = {
             "requested": self.requested,
             "alloc_size": self.alloc_size,
             "free_device": self.free_device,
@@ -210,6 +214,7 @@ class AllocatorOOM(RuntimeError):
             "reserved": self.reserved,
             "capacity": self.capacity,
             "device_index": self.device_index,
+            "allowed": self.allowed,
         }
         return (functools.partial(AllocatorOOM, **fields), ())
 
@@ -303,6 +308,11 @@ class CachingAllocatorModel:
         self._num_sync_all_streams = 0
         self._num_device_alloc = 0
         self._num_device_free = 0
+        self._allowed_maximum: int | None = None  # set_per_process_memory_fraction
+        #: called as hook("segment_alloc" | "segment_free", address, size) on each cudaMalloc
+        #: and cudaFree of a segment (the simulator's trace listens)
+        self.segment_hook: Callable[[str, int, int], None] | None = None
+        self._fraction = 1.0
 
     # -- the counters torch.cuda exposes --------------------------------------------------
 
@@ -389,6 +399,7 @@ class CachingAllocatorModel:
                     reserved=self.reserved_bytes,
                     capacity=self._capacity,
                     device_index=self._device_index,
+                    allowed=self._allowed_maximum,
                 )
         return self._alloc_found_block(pool, block, size, nbytes)
 
@@ -417,6 +428,24 @@ class CachingAllocatorModel:
         if block.size >= self._max_split:
             self._oversize_allocations.decrease(1)
         self._free_block(block)
+
+    def set_memory_fraction(self, fraction: float) -> None:
+        """Cap reserved memory at ``fraction`` of the device, as
+        ``torch.cuda.set_per_process_memory_fraction`` does: a new segment that would take
+        the reserved bytes past ``fraction * capacity`` fails like a failed ``cudaMalloc``.
+
+        Raises:
+            ValueError: if ``fraction`` is not in [0, 1].
+        """
+        if not 0 <= fraction <= 1:
+            raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+        self._fraction = fraction
+        self._allowed_maximum = int(fraction * self._capacity)
+
+    @property
+    def memory_fraction(self) -> float:
+        """The fraction set by :meth:`set_memory_fraction` (1.0 when none was set)."""
+        return self._fraction
 
     def empty_cache(self) -> None:
         """Release every fully free segment, as ``torch.cuda.empty_cache()`` does."""
@@ -551,6 +580,11 @@ class CachingAllocatorModel:
             self._num_alloc_retries += 1
         if alloc_size > self.device_free_bytes:
             return None
+        if (
+            self._allowed_maximum is not None
+            and self.reserved_bytes + alloc_size > self._allowed_maximum
+        ):
+            return None
         address = self._next_address
         self._next_address += alloc_size
         block = _Block(address, alloc_size, stream, pool.small)
@@ -562,6 +596,8 @@ class CachingAllocatorModel:
         if alloc_size >= self._max_split:
             self._oversize_segments.increase(1)
         self._num_device_alloc += 1
+        if self.segment_hook is not None:
+            self.segment_hook("segment_alloc", address, alloc_size)
         return block
 
     def _alloc_found_block(self, pool: _Pool, block: _Block, size: int, nbytes: int) -> int:
@@ -700,6 +736,8 @@ class CachingAllocatorModel:
         if block.size >= self._max_split:
             self._oversize_segments.decrease(1)
         self._num_device_free += 1
+        if self.segment_hook is not None:
+            self.segment_hook("segment_free", block.address, block.size)
 
 
 # -- data structures ------------------------------------------------------------------------

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchplace.memory import format_bytes
+from torchplace._units import format_bytes
+from torchplace.sim import _advice
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from torchplace.sim._state import SimState
 
-__all__ = ["SCHEMA_VERSION", "DeviceReport", "SimReport", "render"]
+__all__ = ["SCHEMA_VERSION", "DeviceReport", "SimReport", "print_report", "render"]
 
 #: Bump when a key of :meth:`SimReport.to_dict` changes meaning or disappears.
 SCHEMA_VERSION = 1
@@ -55,9 +58,15 @@ class SimReport:
     transfers: dict[str, dict[str, int]] = field(default_factory=dict)
     syncs: list[dict[str, Any]] = field(default_factory=list)
     notes: list[dict[str, Any]] = field(default_factory=list)
+    files: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    plan: dict[str, Any] | None = None
+    decisions: list[str] = field(default_factory=list)
+    ranks: list[dict[str, Any]] = field(default_factory=list)  # --nproc-per-node runs
     exit_code: int | None = None
     script: str | None = None
     torch_version: str = ""
+    values: str = "real"
     assumptions: list[str] = field(default_factory=list)
 
     @property
@@ -79,13 +88,19 @@ class SimReport:
         devices = [DeviceReport(**d) for d in data.pop("devices", [])]
         return cls(devices=devices, **data)
 
-    def fill(self, state: SimState, step_marks: list[list[float]]) -> None:
+    @property
+    def state(self) -> SimState | None:
+        """The simulation's live state (in the process that ran it; not in the JSON)."""
+        return getattr(self, "_state", None)
+
+    def fill(self, state: SimState) -> None:
         """Copy what ``state`` recorded into this report.
 
-        ``step_marks[i]`` holds device ``i``'s estimated seconds at the start and after
+        Each device's ``step_marks`` hold its estimated seconds at the start and after
         every ``optimizer.step()``; a step's time is the median of the differences.
         """
         state.sync()
+        self._state = state
         self.oom = (
             None
             if state.oom is None
@@ -96,10 +111,21 @@ class SimReport:
             {"kind": kind, "file": file, "line": line, "count": n}
             for (kind, file, line), n in sorted(state.syncs.items(), key=lambda kv: -kv[1])
         ]
+        for s in self.syncs:
+            s["lint"] = _advice.link(s["file"], s["line"], s["kind"])
+        kind = _advice.error_kind(self.error["message"]) if self.error else None
+        if self.error and kind:
+            self.error["lint"] = _advice.link(
+                self.error["file"], self.error["line"], kind, in_function=True
+            )
         self.notes = [{"text": t, "count": n} for t, n in state.notes.most_common()]
+        self.files = [dict(f) for f in state.files]
+        self.decisions = sorted(state.decisions)
         self.devices = []
-        for dev, est, marks in zip(state.devices, state.estimates, step_marks, strict=True):
-            deltas = [b - a for a, b in itertools.pairwise(marks)]
+        for dev in state.devices:
+            est = dev.estimate
+            assert est is not None  # simulate() gives every device its estimate
+            deltas = [b - a for a, b in itertools.pairwise(dev.step_marks)]
             alloc = dev.allocator
             verdict = "fits"
             if state.oom is not None and state.oom["device"] == dev.index:
@@ -134,10 +160,85 @@ def _seconds(s: float | None) -> str:
     return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} µs"
 
 
+def render_plan(plan: dict[str, Any], console: Console) -> None:
+    """The table of every GPU a run was replayed on (``torchplace sim --gpu all``)."""
+    from rich.table import Table
+
+    table = Table(
+        title="Which GPUs it fits on (one run per behaviour class, replayed on each GPU)",
+        title_justify="left",
+    )
+    for col in ("GPU", "capacity", "peak allocated", "peak reserved", "headroom", "verdict",
+                "step time (est.)"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("GPU", "verdict") else "right")
+    for g in sorted(plan["gpus"], key=lambda g: g["capacity_bytes"]):
+        oom = g.get("oom")
+        if oom:
+            where = f" at {Path(oom['file']).name}:{oom['line']}" if oom.get("file") else ""
+            verdict = f"[bold red]out of memory{where}[/]"
+        else:
+            verdict = "[green]fits[/]"
+        table.add_row(
+            g["name"] + (f" ×{g['devices']}" if g.get("devices", 1) > 1 else ""),
+            format_bytes(g["capacity_bytes"]),
+            format_bytes(g["peak_allocated_bytes"]),
+            format_bytes(g["peak_reserved_bytes"]),
+            format_bytes(g["headroom_bytes"]) if not oom else "-",
+            verdict,
+            _seconds(g.get("estimated_step_seconds")) if not oom else "-",
+        )
+    console.print(table)
+    for run in plan.get("runs", []):
+        console.print(f"  ran on {run['gpu']} for {', '.join(run['class'])}", style="dim")
+    for line in plan.get("assumptions", []):
+        console.print(f"  assumes: {line}", style="dim")
+
+
+def render_ranks(sweep: list[dict[str, Any]], console: Console) -> None:
+    """Per-rank memory and time of ``torchplace sim --nproc-per-node`` (one table per world)."""
+    from rich.table import Table
+
+    cats = ("parameters", "gradients", "optimizer_state", "activations", "communication")
+    for world in sweep:
+        table = Table(
+            title=f"Per rank: {world['world']} processes ({world['nproc_per_node']} per node × "
+            f"{world['nnodes']} node(s)), each rank simulated on its own",
+            title_justify="left",
+        )
+        for col in ("rank", "peak alloc.", "peak res.", "params", "grads", "opt. state",
+                    "activ.", "comm. bufs", "step (est.)", "comm.", "verdict"):  # fmt: skip
+            table.add_column(col, justify="left" if col in ("rank", "verdict") else "right")
+        for r in world["ranks"]:
+            err = r.get("error")
+            verdict = f"{err['type']}" if err else r["verdict"]
+            style = "green" if verdict == "fits" else "bold red"
+            table.add_row(
+                f"{r['rank']}",
+                format_bytes(r["peak_allocated_bytes"]),
+                format_bytes(r["peak_reserved_bytes"]),
+                *(format_bytes(r["peak_breakdown"].get(c, 0)) for c in cats),
+                _seconds(r.get("step_seconds")),
+                _seconds(r.get("communication_seconds")),
+                f"[{style}]{verdict}[/]",
+            )
+        console.print(table)
+        peaks = {r["peak_allocated_bytes"] for r in world["ranks"]}
+        if len(world["ranks"]) > 1 and len(peaks) == 1:
+            console.print(
+                "  the ranks simulated agree: ranks 0 and the last bound the others (uneven "
+                "shards fall on the last ranks; rank 0 does the extra work, such as saving)",
+                style="dim",
+            )
+
+
 def render(report: SimReport, console: Console) -> None:
     """Print the report as rich tables (GiB = 1024³ bytes)."""
     from rich.table import Table
 
+    if report.plan:
+        render_plan(report.plan, console)
+    if report.ranks:
+        render_ranks(report.ranks, console)
     gpu = report.gpu.get("name", "?")
     title = f"torchplace sim — {len(report.devices)} × simulated {gpu}"
     table = Table(title=title, title_justify="left")
@@ -163,7 +264,7 @@ def render(report: SimReport, console: Console) -> None:
 
     live = Table(title="Live at the peak", title_justify="left")
     live.add_column("device")
-    cats = ("parameters", "gradients", "optimizer_state", "activations", "other")
+    cats = ("parameters", "gradients", "optimizer_state", "activations", "communication", "other")
     for c in cats:
         live.add_column(c.replace("_", " "), justify="right")
     for d in report.devices:
@@ -187,6 +288,8 @@ def render(report: SimReport, console: Console) -> None:
     for s in report.syncs[:10]:
         moves.add_row(f"sync: {s['kind']}", str(s["count"]), f"{s['file']}:{s['line']}")
     console.print(moves)
+    for s in report.syncs[:10]:
+        _print_advice(console, s.get("lint", []), f"sync at line {s['line']}")
 
     est = Table(title="Estimated time (roofline estimate, not a measurement)", title_justify="left")
     est.add_column("device")
@@ -206,6 +309,36 @@ def render(report: SimReport, console: Console) -> None:
     for a in report.assumptions:
         console.print(f"  assumes: {a}", style="dim")
 
+    if report.processes:
+        procs = Table(title="Processes the script started (each simulated on its own)",
+                      title_justify="left")  # fmt: skip
+        for col in ("process", "start", "exit", "peak allocated per GPU", "error"):
+            procs.add_column(col)
+        for p in report.processes:
+            sub = p.get("report") or {}
+            peaks = ", ".join(
+                f"cuda:{d['index']} {format_bytes(d['peak_allocated_bytes'])}"
+                for d in sub.get("devices", [])
+                if d["peak_allocated_bytes"]
+            )
+            err = sub.get("error") or {}
+            procs.add_row(
+                f"{p.get('name')} (pid {p.get('pid')})",
+                p.get("start_method", "?"),
+                str(p.get("exit_code")),
+                peaks or "-",
+                f"{err['type']}: {err['message']}" if err else "",
+            )
+        console.print(procs)
+    if report.files:
+        console.print("Files the script saved from simulated tensors (not written in place):")
+        for f in report.files:
+            console.print(f"  • {f['path']} → {f['written_to']} ({f['values']})")
+        console.print(
+            "  (torch.load of these paths in the same run read them back; --write-files "
+            "writes them in place)",
+            style="dim",
+        )
     if report.notes:
         console.print("Notes (what the simulator approximated or could not model):")
         for n in report.notes:
@@ -214,3 +347,53 @@ def render(report: SimReport, console: Console) -> None:
         e = report.error
         where = f" at {e['file']}:{e['line']}" if e.get("file") else ""
         console.print(f"[bold red]error{where}:[/] {e['type']}: {e['message']}")
+        _print_advice(console, e.get("lint", []), "the error")
+
+
+def _print_advice(console: Console, findings: list[dict[str, Any]], what: str) -> None:
+    """The linter's rule behind an event, with its fix (``torchplace lint`` finds it too)."""
+    for f in findings:
+        console.print(f"  {what}: {f['code']} at line {f['line']} — {f['hint']} ({f['doc']})")
+
+
+def print_report(report: SimReport, *, file: Any = None) -> None:
+    """Print ``report`` as tables to ``file`` (stdout by default)."""
+    from rich.console import Console
+
+    out = file or sys.stdout
+    width = None if out.isatty() else 120  # pipes and files get whole tables
+    render(report, Console(file=out, highlight=False, width=width))
+
+
+def render_find_max(token: str, results: dict[str, Any], console: Console) -> None:
+    """The table of ``torchplace sim --find-max``: each size tried, and the answer per GPU."""
+    from rich.table import Table
+
+    for key, result in results.items():
+        table = Table(title=f"{token} on {key} (margin {result.margin:.0%})", title_justify="left")
+        for col in ("size", "peak allocated", "peak reserved", "step time (est.)", "per second",
+                    "verdict"):  # fmt: skip
+            table.add_column(col, justify="left" if col == "verdict" else "right")
+        for p in result.probes:
+            fits = p.fits(result.margin)
+            verdict = (
+                "[green]fits[/]"
+                if fits
+                else ("[bold red]out of memory[/]" if p.oom else "[yellow]over the margin[/]")
+            )
+            table.add_row(
+                str(p.size),
+                format_bytes(p.peak_allocated_bytes),
+                format_bytes(p.peak_reserved_bytes),
+                _seconds(p.step_seconds),
+                f"{p.per_second:,.0f}" if p.per_second else "-",
+                verdict,
+            )
+        console.print(table)
+        if result.largest is None:
+            console.print(f"  {key}: not even {token} = {result.probes[0].size} fits.")
+        else:
+            more = " (the largest size tried; --max caps the search)" if result.capped else ""
+            console.print(
+                f"  [bold]{key}: the largest {token} that fits is {result.largest}[/]{more}"
+            )

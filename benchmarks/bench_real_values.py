@@ -1,0 +1,219 @@
+"""What real values cost: one training step on the CPU, plainly and on a simulated GPU.
+
+Two small models (those of ``tests/test_sim_values.py``, larger batches):
+
+- ``cnn``: two conv blocks with batch norm and a linear head, batch 64 × 3 × 32 × 32;
+- ``transformer``: a two-layer pre-norm causal language model (d_model 128, 4 heads, vocab
+  1000), batch 16 × 64 tokens.
+
+One step is forward, backward and ``AdamW(foreach=True)`` (CUDA's default; both sides use
+it, so they run the same program). Each case runs in its own process:
+
+- ``cpu``: the step run plainly on the CPU;
+- ``sim``: the same step under ``torchplace.simulate("H100", values="real")``, the model and
+  batch moved with ``.cuda()`` — every op computed on the CPU, plus the simulator's device
+  labels and rules, caching-allocator model and roofline estimate.
+
+Printed: the median wall time of a step after ``--warmup`` steps (``--steps`` timed steps per
+process, pooled over ``--rounds`` processes per case, run alternately cpu, sim, cpu, sim...)
+and the sim/cpu ratio; the same for the process's CPU time (steadier where other jobs share
+the cores); the kernels one step runs on the simulated GPU (the ops the cost model prices)
+and the simulator's extra wall time per kernel (its cost is per op, so the ratio falls as
+the ops get larger). The goal (issue 9): at most 1.5×.
+
+Run:
+    .venv/bin/python benchmarks/bench_real_values.py [--steps 20] [--warmup 3] [--rounds 2]
+        [--models cnn transformer] [--threads N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["MODELS", "main", "run_case"]
+
+_GOAL = 1.5
+
+
+class SmallCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.BatchNorm2d(64),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+class SmallTransformer(nn.Module):
+    def __init__(self, vocab: int = 1000, dim: int = 128, heads: int = 4, layers: int = 2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(64, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(
+            dim, heads, 4 * dim, dropout=0.0, batch_first=True, norm_first=True
+        )
+        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+        self.out = nn.Linear(dim, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        n = tokens.shape[1]
+        mask = nn.Transformer.generate_square_subsequent_mask(n, device=tokens.device)
+        h = self.embed(tokens) + self.pos[:n]
+        return self.out(self.norm(self.blocks(h, mask=mask, is_causal=True)))
+
+
+def _cnn() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor], Any]:
+    x, y = torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))
+    return SmallCNN(), (x, y), lambda m, x, y: F.cross_entropy(m(x), y)
+
+
+def _transformer() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor], Any]:
+    tokens = torch.randint(0, 1000, (16, 65))
+
+    def loss(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(m(x).flatten(0, 1), y.flatten())
+
+    return SmallTransformer(), (tokens[:, :-1], tokens[:, 1:]), loss
+
+
+MODELS = {"cnn": _cnn, "transformer": _transformer}
+
+
+def run_case(model_name: str, mode: str, steps: int, warmup: int) -> dict[str, Any]:
+    """One case, in this process: each timed step's wall and CPU seconds, and (simulated)
+    how many kernels one step ran on the simulated GPU."""
+    torch.manual_seed(0)
+    context: AbstractContextManager[Any] = nullcontext()
+    device = "cpu"
+    if mode == "sim":
+        from torchplace.sim import simulate
+
+        context, device = simulate("H100", values="real"), "cuda"
+    with context as report:
+        model, (x, y), loss_fn = MODELS[model_name]()
+        model = model.to(device)
+        x, y = x.to(device), y.to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+        wall, cpu = [], []
+        for i in range(warmup + steps):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            opt.zero_grad()
+            loss = loss_fn(model, x, y)
+            loss.backward()
+            opt.step()
+            if i >= warmup:
+                wall.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - start_cpu)
+        loss.item()  # the values are real: read one (and on the CPU side the same)
+    ops = None
+    if report is not None:
+        ops = report.devices[0].estimate.get("ops", 0) / (warmup + steps)
+    return {"wall": wall, "cpu": cpu, "ops_per_step": ops}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per process")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--rounds", type=int, default=2, help="processes per case")
+    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=sorted(MODELS))
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch intra-op threads in both (0: torch's default)"
+    )
+    parser.add_argument("--child", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.child:
+        print(json.dumps(run_case(args.child[0], args.child[1], args.steps, args.warmup)))
+        return 0
+    results: dict[str, dict[str, Any]] = {}
+    for name in args.models:
+        pooled: dict[str, dict[str, list[float]]] = {
+            mode: {"wall": [], "cpu": []} for mode in ("cpu", "sim")
+        }
+        ops = 0.0
+        for _ in range(args.rounds):
+            for mode in ("cpu", "sim"):
+                cmd = [sys.executable, __file__, "--child", name, mode]
+                cmd += ["--steps", str(args.steps), "--warmup", str(args.warmup)]
+                cmd += ["--threads", str(args.threads)]
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                case = json.loads(out.strip().splitlines()[-1])
+                pooled[mode]["wall"] += case["wall"]
+                pooled[mode]["cpu"] += case["cpu"]
+                ops = case["ops_per_step"] or ops
+        r = {
+            f"{mode}_{kind}_seconds": statistics.median(pooled[mode][kind])
+            for mode in ("cpu", "sim")
+            for kind in ("wall", "cpu")
+        }
+        r["ratio_wall"] = r["sim_wall_seconds"] / r["cpu_wall_seconds"]
+        r["ratio_cpu"] = r["sim_cpu_seconds"] / r["cpu_cpu_seconds"]
+        r["ops_per_step"] = ops
+        extra = r["sim_wall_seconds"] - r["cpu_wall_seconds"]
+        r["overhead_per_op_seconds"] = extra / ops if ops else None
+        results[name] = r
+    meta = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "rounds": args.rounds,
+        "goal_ratio": _GOAL,
+    }
+    if args.json:
+        print(json.dumps({"meta": meta, "results": results}, indent=2))
+        return 0
+    print(
+        f"one training step (forward, backward, AdamW): median of {args.steps} × {args.rounds} "
+        f"steps after {args.warmup} warm-up; torch {meta['torch']}, {meta['threads']} threads"
+    )
+    print(
+        f"{'model':<12} {'plain CPU':>10} {'sim real':>10} {'ratio':>7}   "
+        f"{'CPU time':>8} {'ratio':>7}   {'kernels':>8} {'µs/k':>6}  goal ≤ {_GOAL}×"
+    )
+    for name, r in results.items():
+        mark = "ok" if r["ratio_wall"] <= _GOAL else "over"
+        per_op = r["overhead_per_op_seconds"]
+        cpu_ms, sim_ms = r["cpu_wall_seconds"] * 1e3, r["sim_wall_seconds"] * 1e3
+        print(
+            f"{name:<12} {cpu_ms:>8.1f}ms {sim_ms:>8.1f}ms "
+            f"{r['ratio_wall']:>6.2f}×   {r['sim_cpu_seconds'] * 1e3:>6.1f}ms "
+            f"{r['ratio_cpu']:>6.2f}×   {r['ops_per_step']:>8.0f} "
+            f"{(per_op or 0) * 1e6:>6.0f}  {mark}"
+        )
+    print(
+        "wall: time.perf_counter; CPU time: time.process_time of the process (all its threads), "
+        "steadier on a shared machine; kernels: priced per step; µs/k: extra wall time per kernel"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1395 @@
+"""The checks behind the rules: one method per rule over a module's :class:`Context`.
+
+Each check looks for one pattern in Python's ``ast`` and follows data only as far as it
+is sure: where it cannot tell (a name bound in another file, a condition it cannot
+read), it stays silent. ``Checker(tree, source).run(codes)`` returns raw findings;
+``torchplace.lint.engine`` adds the path, ``# noqa`` handling and files.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+
+from torchplace.lint._context import (
+    _FUNCS,
+    _LOOPS,
+    _SCOPES,
+    Context,
+    conditional_step,
+    is_device_string,
+    looks_like_device,
+)
+from torchplace.lint.finding import Edit, Fix
+from torchplace.lint.rules import RULES
+
+__all__ = ["Checker", "RawFinding"]
+
+
+@dataclass(frozen=True)
+class RawFinding:
+    """A finding before it has a path: a node span (ast positions) and a message."""
+
+    code: str
+    node: ast.AST
+    message: str
+    fix: Fix | None = None
+
+
+# factories that accept device= and fill the tensor themselves
+_FACTORIES = frozenset(
+    f"torch.{n}"
+    for n in [
+        "zeros",
+        "empty",
+        "ones",
+        "full",
+        "arange",
+        "range",
+        "linspace",
+        "logspace",
+        "eye",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "empty_strided",
+        "tril_indices",
+        "triu_indices",
+    ]
+)
+# legacy constructors: always on the CPU, no device= at all
+_LEGACY = frozenset(
+    f"torch.{n}"
+    for n in [
+        "Tensor",
+        "FloatTensor",
+        "DoubleTensor",
+        "HalfTensor",
+        "BFloat16Tensor",
+        "LongTensor",
+        "IntTensor",
+        "ShortTensor",
+        "ByteTensor",
+        "CharTensor",
+        "BoolTensor",
+    ]
+)
+# factories whose result is the same on any device (random ones differ per generator)
+_DETERMINISTIC = frozenset(f"torch.{n}" for n in ["zeros", "empty", "ones", "full", "eye"])
+_CLOCKS = frozenset(
+    {
+        "time.time",
+        "time.perf_counter",
+        "time.monotonic",
+        "time.time_ns",
+        "time.perf_counter_ns",
+        "time.monotonic_ns",
+        "timeit.default_timer",
+    }
+)
+# methods that read a tensor on the host (a sync when it is on a GPU)
+_HOST_READS = frozenset({"item", "tolist", "cpu", "numpy"})
+# explicit synchronisation, or reads that wait for the device
+_SYNC_ATTRS = frozenset(
+    {"synchronize", "item", "tolist", "cpu", "numpy", "elapsed_time", "wait_event", "wait"}
+)
+# torch.* calls that do no device work
+_NOT_WORK_PREFIXES = (
+    "torch.cuda.",
+    "torch.mps.",
+    "torch.xpu.",
+    "torch.accelerator.",
+    "torch.backends.",
+    "torch.utils.",
+    "torch.jit.",
+    "torch.distributed.",
+    "torch.amp.",
+    "torch.autograd.profiler",
+    "torch.profiler.",
+    "torch.random.",
+)
+_NOT_WORK = frozenset(
+    f"torch.{n}"
+    for n in [
+        "device",
+        "no_grad",
+        "enable_grad",
+        "inference_mode",
+        "set_grad_enabled",
+        "manual_seed",
+        "seed",
+        "load",
+        "save",
+        "is_tensor",
+        "is_floating_point",
+        "numel",
+        "Size",
+        "dtype",
+        "from_numpy",
+        "tensor",
+        "as_tensor",
+        "compile",
+        "autocast",
+        "get_default_dtype",
+        "set_default_dtype",
+        "set_float32_matmul_precision",
+        "set_printoptions",
+        "get_num_threads",
+        "set_num_threads",
+        "use_deterministic_algorithms",
+    ]
+)
+# the amp API that moved to torch.amp, and where it went
+_AMP = {
+    "torch.cuda.amp.autocast": ("torch.amp.autocast", "cuda"),
+    "torch.cpu.amp.autocast": ("torch.amp.autocast", "cpu"),
+    "torch.cuda.amp.GradScaler": ("torch.amp.GradScaler", "cuda"),
+    "torch.cuda.amp.custom_fwd": ("torch.amp.custom_fwd", "cuda"),
+    "torch.cuda.amp.custom_bwd": ("torch.amp.custom_bwd", "cuda"),
+}
+_EMPTY_CACHE = ("torch.cuda.empty_cache", "torch.mps.empty_cache", "torch.xpu.empty_cache")
+_MOVES = frozenset({"to", "cuda", "type_as", "to_device", "copy_"})
+
+
+def _method(call: ast.Call) -> str | None:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _kw(call: ast.Call, name: str) -> ast.keyword | None:
+    for k in call.keywords:
+        if k.arg == name:
+            return k
+    return None
+
+
+def _has_star_kwargs(call: ast.Call) -> bool:
+    return any(k.arg is None for k in call.keywords)
+
+
+def _is_true(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _root_name(node: ast.AST) -> ast.Name | None:
+    """``loss`` for ``loss.detach().cpu()``, ``batch`` for ``batch["x"].to(...)``."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            return None
+
+
+def _walk_local(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """Every node under ``nodes``, not descending into nested functions or classes."""
+    stack = list(nodes)[::-1]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, _SCOPES):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _names_bound(target: ast.AST) -> Iterator[str]:
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            yield from _names_bound(elt)
+    elif isinstance(target, ast.Starred):
+        yield from _names_bound(target.value)
+
+
+def _has_exit(stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` can skip the rest of the current loop iteration (``continue``).
+
+    ``break``, ``return`` and ``raise`` end the loop: the code after them still runs on
+    every step until then, so they do not make it periodic.
+    """
+
+    def visit(node: ast.AST, in_loop: bool) -> bool:
+        if isinstance(node, ast.Continue):
+            return not in_loop
+        if isinstance(node, _SCOPES):
+            return False
+        nested = in_loop or isinstance(node, _LOOPS)
+        return any(visit(child, nested) for child in ast.iter_child_nodes(node))
+
+    return visit(stmt, False)
+
+
+def _stmt_list_containing(parent: ast.AST, child: ast.AST) -> list[ast.stmt] | None:
+    for field in ("body", "orelse", "finalbody"):
+        lst = getattr(parent, field, None)
+        if isinstance(lst, list) and any(child is s for s in lst):
+            return lst
+    return None
+
+
+class _Loop:
+    """A training loop: a loop whose own body (not a nested loop) calls backward."""
+
+    def __init__(self, node: ast.AST) -> None:
+        self.node = node
+        self.backward_calls: list[ast.Call] = []
+        self.loss_names: set[str] = set()  # names backward() was called on
+        self.retains_graph = False
+        self.branches: set[tuple[int, str]] = set()  # (id(parent), field) on backward paths
+
+    @property
+    def first_backward_line(self) -> int:
+        return min(c.lineno for c in self.backward_calls)
+
+
+class Checker:
+    """Run the checks over one parsed module.
+
+    Examples:
+        >>> import ast
+        >>> src = "import torch\\nm = torch.nn.DataParallel(net)\\n"
+        >>> [f.code for f in Checker(ast.parse(src), src).run(["TPL401"])]
+        ['TPL401']
+    """
+
+    def __init__(self, tree: ast.Module, source: str) -> None:
+        self.ctx = Context(tree, source)
+        self.source = source
+        self._line_starts: list[int] | None = None
+        self._out: list[RawFinding] = []
+        self._loops: dict[ast.AST, _Loop] | None = None
+
+    # ---- plumbing -------------------------------------------------------------------
+
+    def run(self, codes: Iterable[str]) -> list[RawFinding]:
+        """The findings of the rules in ``codes`` (``TPL001`` is the engine's)."""
+        self._out = []
+        for code in codes:
+            check: Callable[[], None] | None = getattr(self, f"check_{code.lower()}", None)
+            if check is not None:
+                check()
+        return self._out
+
+    def _emit(self, code: str, node: ast.AST, fix: Fix | None = None, **fields: str) -> None:
+        message = RULES[code].message.format(**fields) if fields else RULES[code].message
+        self._out.append(RawFinding(code, node, message, fix))
+
+    def offset(self, line: int, col_bytes: int) -> int:
+        """Character offset in the source of an ast (line, UTF-8 byte column) position."""
+        if self._line_starts is None:
+            starts = [0]
+            for i, ch in enumerate(self.source):
+                if ch == "\n":
+                    starts.append(i + 1)
+            self._line_starts = starts
+        start = self._line_starts[line - 1]
+        end = self.source.find("\n", start)
+        text = self.source[start : end if end >= 0 else len(self.source)]
+        if text.isascii():
+            return start + col_bytes
+        return start + len(text.encode("utf-8")[:col_bytes].decode("utf-8", "replace"))
+
+    def _span(self, node: ast.AST) -> tuple[int, int]:
+        start = self.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        end = self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        return start, end
+
+    def _text(self, node: ast.AST) -> str:
+        start, end = self._span(node)
+        return self.source[start:end]
+
+    def _short(self, node: ast.AST, limit: int = 60) -> str:
+        text = " ".join(self._text(node).split())
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+    # ---- training loops ---------------------------------------------------------------
+
+    @property
+    def loops(self) -> dict[ast.AST, _Loop]:
+        """Training loops by node: the innermost loop around each ``backward`` call."""
+        if self._loops is None:
+            self._loops = {}
+            for call in self.ctx.calls:
+                func = call.func
+                if not isinstance(func, ast.Attribute) or func.attr not in (
+                    "backward",
+                    "manual_backward",
+                ):
+                    continue
+                child: ast.AST = call
+                path: list[tuple[int, str]] = []
+                for parent in self.ctx.ancestors(call):
+                    if isinstance(parent, _SCOPES):
+                        break
+                    path.append((id(parent), _field_of(parent, child)))
+                    if isinstance(parent, _LOOPS) and any(child is s for s in parent.body):
+                        loop = self._loops.setdefault(parent, _Loop(parent))
+                        loop.backward_calls.append(call)
+                        loop.branches.update(path)
+                        name = self._loss_name(call)
+                        if name:
+                            loop.loss_names.add(name)
+                        if _kw(call, "retain_graph") or _kw(call, "create_graph"):
+                            loop.retains_graph = True
+                        break
+                    child = parent
+        return self._loops
+
+    @staticmethod
+    def _loss_name(call: ast.Call) -> str | None:
+        """``loss`` in ``loss.backward()``, ``scaler.scale(loss).backward()``,
+        ``accelerator.backward(loss)``."""
+        func = call.func
+        assert isinstance(func, ast.Attribute)
+        if func.attr == "backward" and isinstance(func.value, ast.Name) and not call.args:
+            return func.value.id
+        receiver = func.value
+        if (
+            isinstance(receiver, ast.Call)
+            and _method(receiver) == "scale"
+            and receiver.args
+            and isinstance(receiver.args[0], ast.Name)
+        ):
+            return receiver.args[0].id
+        if call.args and isinstance(call.args[0], ast.Name):  # accelerator.backward(loss)
+            return call.args[0].id
+        return None
+
+    def every_step(self, node: ast.AST) -> _Loop | None:
+        """The training loop in which ``node`` runs on every step, else ``None``.
+
+        ``None`` when ``node`` is not in a training loop, or runs only under a condition
+        that the backward call is not under too (``if step % 100 == 0:``), or after an
+        early ``continue``/``break`` that follows the backward call.
+        """
+        loops = self.loops
+        if not loops:
+            return None
+        conditional = False
+        exits: list[int] = []
+        child = node
+        for parent in self.ctx.ancestors(node):
+            if isinstance(parent, _SCOPES):
+                return None
+            loop = loops.get(parent)
+            if (
+                conditional_step(parent, child)
+                and not self.ctx.is_main_guard(parent)
+                and (id(parent), _field_of(parent, child)) not in self._all_branches
+            ):
+                conditional = True
+            siblings = _stmt_list_containing(parent, child)
+            if siblings is not None:
+                for s in siblings:
+                    if s is child:
+                        break
+                    if _has_exit(s):
+                        exits.append(s.lineno)
+            if loop is not None and (
+                any(child is s for s in loop.node.body)  # type: ignore[attr-defined]
+                or (isinstance(parent, ast.While) and child is parent.test)
+            ):
+                # a `continue` between the backward call and node makes node periodic
+                if any(line > loop.first_backward_line for line in exits):
+                    conditional = True
+                return None if conditional else loop
+            child = parent
+        return None
+
+    @cached_property
+    def _all_branches(self) -> set[tuple[int, str]]:
+        branches: set[tuple[int, str]] = set()
+        for loop in self.loops.values():
+            branches |= loop.branches
+        return branches
+
+    def known_tensor(self, name: str, loop: _Loop) -> bool:
+        """Whether ``name`` is a tensor wherever it is used in ``loop``'s scope: backward()
+        was called on it, and no assignment in the scope makes it a number or a list."""
+        if name not in loop.loss_names:
+            return False
+        scope = self.ctx.scope_of(loop.node)
+        body = scope.body if isinstance(scope, (*_FUNCS, ast.Module)) else [scope]
+        for node in _walk_local(body):
+            value: ast.AST | None = None
+            if isinstance(node, ast.Assign):
+                if any(name in _names_bound(t) for t in node.targets):
+                    value = node.value
+                    if not any(isinstance(t, ast.Name) for t in node.targets):
+                        return False  # unpacking: cannot tell which element
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                if name in _names_bound(node.target):
+                    value = node.value
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.comprehension)):
+                targets = (
+                    [node.target]
+                    if not isinstance(node, ast.With)
+                    else [i.optional_vars for i in node.items if i.optional_vars]
+                )
+                if any(name in _names_bound(t) for t in targets):
+                    return False
+            if value is not None and not _may_be_tensor(value):
+                return False
+        return True
+
+    # ---- TPL1xx: host-device synchronisation ----------------------------------------
+
+    def check_tpl101(self) -> None:
+        if not self.ctx.uses_accelerator or not self.loops:
+            return
+        for call, name in self.ctx.call_names:
+            method = _method(call)
+            if method in _HOST_READS:
+                if method != "cpu" and call.args:
+                    continue
+                receiver = call.func.value  # type: ignore[attr-defined]
+                if self._not_a_tensor(receiver) or _reads_host_already(receiver):
+                    continue
+                if self.every_step(call) is None:
+                    continue
+                self._emit("TPL101", call, call=f".{method}()")
+            elif name in ("builtins.float", None) and isinstance(call.func, ast.Name):
+                if call.func.id not in ("float", "int") or len(call.args) != 1:
+                    continue
+                arg = call.args[0]
+                loop = self.every_step(call)
+                if loop and isinstance(arg, ast.Name) and self.known_tensor(arg.id, loop):
+                    self._emit("TPL101", call, call=f"{call.func.id}({arg.id})")
+
+    def _not_a_tensor(self, receiver: ast.AST) -> bool:
+        if isinstance(receiver, (ast.Constant, ast.List, ast.Dict, ast.Tuple, ast.JoinedStr)):
+            return True
+        root = _root_name(receiver)
+        if root is None:
+            return False
+        target = self.ctx.aliases.get(root.id)
+        return target is not None and target.partition(".")[0] in ("numpy", "pandas", "math")
+
+    def check_tpl102(self) -> None:
+        if not self.ctx.uses_accelerator or not self.loops:
+            return
+        for node in ast.walk(self.ctx.tree):
+            target: ast.AST | None = None
+            if isinstance(node, ast.FormattedValue):
+                target = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if node.func.id in ("print", "str", "repr", "format") and node.args:
+                    for arg in node.args:
+                        if isinstance(arg, ast.Name):
+                            self._tpl102(arg, arg)
+                continue
+            elif (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Mod)
+                and isinstance(node.left, ast.Constant)
+                and isinstance(node.left.value, str)
+            ):
+                right = node.right
+                for elt in right.elts if isinstance(right, ast.Tuple) else [right]:
+                    if isinstance(elt, ast.Name):
+                        self._tpl102(elt, elt)
+                continue
+            if isinstance(target, ast.Name):
+                self._tpl102(target, node)
+
+    def _tpl102(self, name: ast.Name, node: ast.AST) -> None:
+        loop = self.every_step(node)
+        if loop is not None and self.known_tensor(name.id, loop):
+            self._emit("TPL102", name, name=name.id)
+
+    def check_tpl103(self) -> None:
+        if not self.ctx.uses_accelerator or not self.loops:
+            return
+        for node in ast.walk(self.ctx.tree):
+            tests: list[ast.AST] = []
+            if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+                tests = [node.test]
+            elif isinstance(node, ast.BoolOp):
+                tests = list(node.values)
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                tests = [node.operand]
+            for test in tests:
+                if isinstance(test, ast.BoolOp):
+                    continue  # its operands are visited on their own
+                loop = self.every_step(test)
+                if loop is not None and self._tensor_valued(test, loop):
+                    self._emit("TPL103", test, expr=self._short(test))
+
+    def _tensor_valued(self, expr: ast.AST, loop: _Loop) -> bool:
+        if isinstance(expr, ast.Name):
+            return self.known_tensor(expr.id, loop)
+        if isinstance(expr, ast.Compare):
+            sides = [expr.left, *expr.comparators]
+            if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in expr.ops):
+                return False
+            return any(self._tensor_valued(s, loop) for s in sides)
+        if isinstance(expr, ast.Call):
+            name = self.ctx.qualname(expr.func)
+            if name in ("torch.isnan", "torch.isinf", "torch.isfinite", "torch.any", "torch.all"):
+                return bool(expr.args) and self._tensor_valued(expr.args[0], loop)
+            if _method(expr) in ("any", "all", "isnan", "isinf", "isfinite", "detach"):
+                return self._tensor_valued(expr.func.value, loop)  # type: ignore[attr-defined]
+        return False
+
+    def check_tpl104(self) -> None:
+        if not self.loops:
+            return
+        for call, name in self.ctx.call_names:
+            if name in _EMPTY_CACHE and self.every_step(call) is not None:
+                self._emit("TPL104", call, call=f"{name}()")
+
+    def check_tpl105(self) -> None:
+        if not self.ctx.uses_accelerator:
+            return
+        for call, name in self.ctx.call_names:
+            if name not in _CLOCKS:
+                continue
+            assign = self.ctx.parents.get(call)
+            if not (
+                isinstance(assign, ast.Assign)
+                and assign.value is call
+                and len(assign.targets) == 1
+                and isinstance(assign.targets[0], ast.Name)
+            ):
+                continue
+            start_name = assign.targets[0].id
+            parent = self.ctx.parents.get(assign)
+            siblings = _stmt_list_containing(parent, assign) if parent else None
+            if siblings is None:
+                continue
+            index = next(i for i, s in enumerate(siblings) if s is assign)
+            end = None
+            for j in range(index + 1, len(siblings)):
+                where = self._clock_in(siblings[j])
+                if where == "nested":
+                    break  # read inside a loop or branch: which work it times is unclear
+                if where == "top":
+                    end = j
+                    break
+            if end is None:
+                continue
+            if not self._subtracts(siblings[end:], start_name):
+                continue
+            region = siblings[index + 1 : end]
+            if region and self._unsynced_work(region, self._placed_at(region[0])):
+                self._emit("TPL105", siblings[end], fix=self._sync_fix(siblings[end]))
+
+    def _clock_in(self, stmt: ast.stmt) -> str | None:
+        """``"top"`` if ``stmt`` reads a clock in its own expressions, ``"nested"`` if only
+        in a statement nested in it (a loop body, a branch), else ``None``."""
+        nested = False
+        stack: list[ast.AST] = [stmt]
+        while stack:
+            node = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, _SCOPES):
+                    continue
+                if isinstance(child, ast.stmt):
+                    if self._clock_in(child):
+                        nested = True
+                    continue
+                if isinstance(child, ast.Call) and self.ctx.qualname(child.func) in _CLOCKS:
+                    return "top"
+                stack.append(child)
+        return "nested" if nested else None
+
+    @staticmethod
+    def _subtracts(stmts: list[ast.stmt], name: str) -> bool:
+        for node in _walk_local(stmts):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Sub)
+                and isinstance(node.right, ast.Name)
+                and node.right.id == name
+            ):
+                return True
+        return False
+
+    @cached_property
+    def _placements(self) -> dict[str, list[tuple[ast.AST, int, bool]]]:
+        """For each name (``x``, ``self.net``): every binding as (scope, line, on a device).
+
+        On a device: assigned from ``.to(device)``/``.cuda()`` or a factory with a device,
+        or moved in place (``model.to(device)`` as a statement).
+        """
+        events: dict[str, list[tuple[ast.AST, int, bool]]] = {}
+        for node in ast.walk(self.ctx.tree):
+            targets: list[ast.AST] = []
+            value: ast.AST | None = None
+            if isinstance(node, ast.Assign):
+                targets, value = list(node.targets), node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                call = node.value
+                if self._on_device(call) and _method(call) in ("to", "cuda"):
+                    targets, value = [call.func.value], call  # type: ignore[attr-defined]
+            if value is None:
+                continue
+            on_device = isinstance(value, ast.Call) and self._on_device(value)
+            scope = self.ctx.scope_of(node)
+            for target in targets:
+                name = self._dotted(target)
+                if name:
+                    line = node.lineno  # type: ignore[attr-defined]
+                    events.setdefault(name, []).append((scope, line, on_device))
+        return events
+
+    def _on_device(self, call: ast.Call) -> bool:
+        method = _method(call)
+        if method == "cuda":
+            return True
+        if method == "to":
+            return bool(any(looks_like_device(a) for a in call.args[:1]) or _kw(call, "device"))
+        name = self.ctx.qualname(call.func)
+        if name in _FACTORIES or name in ("torch.tensor", "torch.as_tensor"):
+            device = _kw(call, "device")
+            return device is not None and not (
+                isinstance(device.value, ast.Constant) and device.value.value == "cpu"
+            )
+        return False
+
+    def _placed_at(self, stmt: ast.stmt) -> set[str]:
+        """Names on a device when ``stmt`` runs, as far as the file shows.
+
+        A name bound in ``stmt``'s scope: its last binding before ``stmt``. A name bound
+        only elsewhere (a global, ``self.net``): placed if every binding places it.
+        """
+        scope = self.ctx.scope_of(stmt)
+        placed: set[str] = set()
+        for name, events in self._placements.items():
+            local = [e for e in events if e[0] is scope]
+            if local:
+                before = [e for e in local if e[1] < stmt.lineno]
+                if before and before[-1][2]:
+                    placed.add(name)
+            elif all(e[2] for e in events):
+                placed.add(name)
+        return placed
+
+    @staticmethod
+    def _dotted(node: ast.AST) -> str:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return ""
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+
+    def _unsynced_work(self, region: list[ast.stmt], placed: set[str]) -> bool:
+        """Whether ``region`` launches device work after its last synchronisation.
+
+        Work: a torch operation, backward(), optimizer.step(), or a call or arithmetic on
+        something placed on a device. After the last work, a sync or any call it does not
+        know (which might synchronise) makes it answer False.
+        """
+        last_work = None
+        last_other = None
+        for node in _walk_local(region):
+            # order by where each operation ends: a call runs after its receiver/arguments
+            pos = (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
+            if isinstance(node, ast.BinOp) and (
+                self._dotted(node.left) in placed or self._dotted(node.right) in placed
+            ):
+                last_work = max(last_work or pos, pos)
+                continue
+            if not isinstance(node, ast.Call):
+                continue
+            name = self.ctx.qualname(node.func)
+            method = _method(node)
+            if method in _SYNC_ATTRS or (name and name.endswith(".synchronize")):
+                last_other = max(last_other or pos, pos)
+            elif self._is_work(node, name, method, placed):
+                last_work = max(last_work or pos, pos)
+            elif not self._harmless(node, name, method):
+                last_other = max(last_other or pos, pos)
+        return last_work is not None and (last_other is None or last_other < last_work)
+
+    def _is_work(
+        self, call: ast.Call, name: str | None, method: str | None, placed: set[str]
+    ) -> bool:
+        if name is not None and name.startswith("torch."):
+            if name in _NOT_WORK or name.startswith(_NOT_WORK_PREFIXES):
+                return False
+            if name in _FACTORIES:
+                device = _kw(call, "device")
+                return device is not None and not (
+                    isinstance(device.value, ast.Constant) and device.value.value == "cpu"
+                )
+            # an operation runs where its inputs are: on the device only for placed inputs
+            return any(self._dotted(a) in placed for a in call.args)
+        if method == "backward":
+            return True
+        func = call.func
+        if method == "step" and "opt" in self._dotted(func.value).lower():  # type: ignore[attr-defined]
+            return True
+        callee = self._dotted(func)
+        # model(x), x.matmul(y): calls on placed objects (not f(model): f may synchronise)
+        return callee in placed or bool(method and self._dotted(func.value) in placed)  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _harmless(call: ast.Call, name: str | None, method: str | None) -> bool:
+        """Calls that cannot synchronise a device: clocks, logging of plain text, len()..."""
+        if name is not None and (name in _CLOCKS or name.startswith(("time.", "math.", "os."))):
+            return True
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in (
+            "len", "range", "enumerate", "zip", "isinstance", "min", "max", "round", "abs",
+            "sorted", "list", "tuple", "dict", "set", "next", "iter", "getattr", "hasattr",
+        ):  # fmt: skip
+            return True
+        if isinstance(func, ast.Name) and func.id == "print":
+            return all(isinstance(a, ast.Constant) for a in call.args)
+        return method in ("append", "extend", "format", "join", "update", "get", "items")
+
+    def _sync_fix(self, stmt: ast.stmt) -> Fix | None:
+        torch_name = self.ctx.torch_alias()
+        if torch_name is None or self.ctx.accelerator_kinds - {"cuda"}:
+            return None
+        start = self.offset(stmt.lineno, 0)
+        line_start = self.offset(stmt.lineno, stmt.col_offset)
+        indent = self.source[start:line_start]
+        if indent.strip():
+            return None  # the statement does not start its line (``a = 1; t = time()``)
+        text = (
+            f"{indent}if {torch_name}.cuda.is_available():\n"
+            f"{indent}    {torch_name}.cuda.synchronize()\n"
+        )
+        return Fix("synchronise before reading the clock", (Edit(start, start, text),))
+
+    # ---- TPL2xx: placement -------------------------------------------------------------
+
+    def _module_classes(self) -> list[ast.ClassDef]:
+        by_name = {c.name: c for c in self.ctx.classes}
+        memo: dict[str, bool] = {}
+
+        def is_module(cls: ast.ClassDef, seen: frozenset[str]) -> bool:
+            if cls.name in memo:
+                return memo[cls.name]
+            result = any(isinstance(s, _FUNCS) and s.name == "forward" for s in cls.body)
+            for base in cls.bases:
+                name = self.ctx.qualname(base) or ""
+                if name.startswith("torch.nn.") or name.endswith("LightningModule"):
+                    result = True
+                elif isinstance(base, ast.Name) and base.id in by_name and base.id not in seen:
+                    result = result or is_module(by_name[base.id], seen | {cls.name})
+            memo[cls.name] = result
+            return result
+
+        return [c for c in self.ctx.classes if is_module(c, frozenset())]
+
+    def check_tpl201(self) -> None:
+        if self.ctx.sets_default_device:
+            return
+        for cls in self._module_classes():
+            for method in cls.body:
+                if isinstance(method, _FUNCS) and method.name == "forward":
+                    self._tpl201(method)
+
+    def _tpl201(self, forward: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        moved_names = {
+            self._dotted(c.func.value)  # type: ignore[attr-defined]
+            for c in _walk_local(forward.body)
+            if isinstance(c, ast.Call) and _method(c) in _MOVES
+        }
+        for node in _walk_local(forward.body):
+            if not isinstance(node, ast.Call):
+                continue
+            name = self.ctx.qualname(node.func)
+            if name not in _FACTORIES and name not in _LEGACY and name != "torch.tensor":
+                continue
+            if _kw(node, "device") is not None or _has_star_kwargs(node):
+                continue
+            if name == "torch.tensor" and not (
+                node.args and isinstance(node.args[0], (ast.List, ast.Tuple, ast.ListComp))
+            ):
+                continue  # a 0-dim tensor mixes with CUDA tensors; unknown data: silent
+            if name in _LEGACY and not node.args:
+                continue
+            if self._moved_after(node) or self._in_device_context(node):
+                continue
+            parent = self.ctx.parents.get(node)
+            if isinstance(parent, ast.Assign) and any(
+                self._dotted(t) in moved_names for t in parent.targets
+            ):
+                continue
+            if isinstance(parent, ast.Call) and _method(parent) in _MOVES:
+                continue  # x.to(torch.zeros(...)) / out.copy_(torch.zeros(...))
+            self._emit("TPL201", node, call=f"{name}(...)", suggest="x.device")
+
+    def _moved_after(self, node: ast.AST) -> bool:
+        """Whether a method chain on ``node`` moves it (``torch.zeros(n).float().to(x)``)."""
+        child = node
+        parent = self.ctx.parents.get(node)
+        while isinstance(parent, ast.Attribute) and parent.value is child:
+            call = self.ctx.parents.get(parent)
+            if not isinstance(call, ast.Call) or call.func is not parent:
+                return False
+            if parent.attr in _MOVES:
+                return True
+            child, parent = call, self.ctx.parents.get(call)
+        return False
+
+    def _in_device_context(self, node: ast.AST) -> bool:
+        for parent in self.ctx.ancestors(node):
+            if isinstance(parent, (ast.With, ast.AsyncWith)):
+                for item in parent.items:
+                    expr = item.context_expr
+                    if (
+                        isinstance(expr, ast.Call)
+                        and self.ctx.qualname(expr.func) == "torch.device"
+                    ):
+                        return True
+        return False
+
+    def check_tpl202(self) -> None:
+        for cls in self._module_classes():
+            methods = [s for s in cls.body if isinstance(s, _FUNCS)]
+            if any(m.name in ("_apply", "to", "cuda") for m in methods):
+                continue
+            init = next((m for m in methods if m.name == "__init__"), None)
+            if init is None:
+                continue
+            registered: set[str] = set()
+            dynamic = False
+            stored_elsewhere: set[str] = set()
+            moved: set[str] = set()
+            read_elsewhere: set[str] = set()
+            for m in methods:
+                for node in _walk_local(m.body):
+                    if isinstance(node, ast.Call) and _method(node) in (
+                        "register_buffer",
+                        "register_parameter",
+                    ):
+                        arg = node.args[0] if node.args else None
+                        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                            registered.add(arg.value)
+                        else:
+                            dynamic = True
+                    elif isinstance(node, ast.Call) and _method(node) in _MOVES:
+                        attr = _self_attr(node.func.value)  # type: ignore[attr-defined]
+                        if attr:
+                            moved.add(attr)
+                    elif (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Name)
+                        and (node.func.id in ("setattr", "vars"))
+                    ):
+                        dynamic = True
+                    attr = _self_attr(node)
+                    if attr and m is not init:
+                        if isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
+                            stored_elsewhere.add(attr)
+                        else:
+                            read_elsewhere.add(attr)
+            if dynamic:
+                continue
+            for node in _walk_local(init.body):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target, value = node.targets[0], node.value
+                elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                    target, value = node.target, node.value
+                else:
+                    continue
+                attr = _self_attr(target)
+                if (
+                    attr is None
+                    or attr in registered
+                    or attr in stored_elsewhere
+                    or attr in moved
+                    or attr not in read_elsewhere
+                    or not self._cpu_tensor_expr(value)
+                ):
+                    continue
+                self._emit("TPL202", target, name=attr)
+
+    def _cpu_tensor_expr(self, expr: ast.AST) -> bool:
+        """A tensor made on the CPU: a factory without device=, maybe with methods chained
+        (``torch.tensor([...]).view(1, 3, 1, 1)``), not moved, not a Parameter."""
+        while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            if expr.func.attr in _MOVES:
+                return False
+            if self.ctx.qualname(expr.func) is not None:
+                break  # torch.zeros(...) itself
+            expr = expr.func.value
+        if not isinstance(expr, ast.Call):
+            return False
+        name = self.ctx.qualname(expr.func)
+        if name in ("torch.tensor", "torch.as_tensor"):
+            if not (expr.args and isinstance(expr.args[0], (ast.List, ast.Tuple, ast.ListComp))):
+                return False  # 0-dim tensors mix with CUDA tensors; unknown data: silent
+        elif name not in _FACTORIES and name not in _LEGACY and name != "torch.from_numpy":
+            return False
+        return _kw(expr, "device") is None and not _has_star_kwargs(expr)
+
+    def check_tpl203(self) -> None:
+        if self.ctx.checks_availability:
+            return
+        seen: set[int] = set()
+
+        def emit(node: ast.AST, what: str) -> None:
+            line = node.lineno  # type: ignore[attr-defined]
+            if line not in seen and not self.ctx.under_condition(node):
+                seen.add(line)
+                self._emit("TPL203", node, what=what)
+
+        for call, name in self.ctx.call_names:
+            method = _method(call)
+            if method == "cuda" and name != "torch.cuda":
+                emit(call, "`.cuda()`")
+            elif method == "to" and call.args and _cuda_const(call.args[0]):
+                emit(call, f"`.to({call.args[0].value!r})`")  # type: ignore[attr-defined]
+            elif name == "torch.device" and call.args and _cuda_const(call.args[0]):
+                emit(call, f"`torch.device({call.args[0].value!r})`")  # type: ignore[attr-defined]
+            else:
+                device = _kw(call, "device")
+                if device is not None and _cuda_const(device.value):
+                    emit(call, f"`device={device.value.value!r}`")  # type: ignore[attr-defined]
+        for attr in self.ctx.attributes:
+            name = self.ctx.qualname(attr)
+            if name and name.startswith("torch.cuda.") and name[11:] in _LEGACY_CUDA:
+                emit(attr, f"`{name}`")
+
+    def check_tpl204(self) -> None:
+        for call, _name in self.ctx.call_names:
+            non_blocking = _kw(call, "non_blocking")
+            if _method(call) != "to" or non_blocking is None or not _is_true(non_blocking.value):
+                continue
+            target = call.args[0] if call.args else None
+            device_kw = _kw(call, "device")
+            if device_kw is not None:
+                target = device_kw.value
+            if target is None or not self._is_cpu(target):
+                continue
+            scope = self.ctx.scope_of(call)
+            body = scope.body if isinstance(scope, (*_FUNCS, ast.Module)) else []
+            if any(
+                isinstance(n, ast.Call)
+                and _method(n) in ("synchronize", "wait_event", "wait_stream")
+                for n in _walk_local(body)
+            ):
+                continue  # synchronised somewhere in the scope: the author knows
+            self._emit("TPL204", call)
+
+    def _is_cpu(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value == "cpu"
+        if isinstance(node, ast.Call) and self.ctx.qualname(node.func) == "torch.device":
+            return (
+                bool(node.args)
+                and isinstance(node.args[0], ast.Constant)
+                and (node.args[0].value == "cpu")
+            )
+        return False
+
+    def check_tpl205(self) -> None:
+        for loop_node in ast.walk(self.ctx.tree):
+            if not isinstance(loop_node, (ast.For, ast.AsyncFor)):
+                continue
+            source = loop_node.iter
+            while (
+                isinstance(source, ast.Call)
+                and source.args
+                and (
+                    (isinstance(source.func, ast.Name) and source.func.id in ("enumerate", "iter"))
+                    or (self.ctx.qualname(source.func) or "").startswith("tqdm")
+                )
+            ):
+                source = source.args[0]
+            if not isinstance(source, ast.Name):
+                continue
+            loader = self._unpinned_loader(source.id, loop_node)
+            if loader is None:
+                continue
+            batch_names = set(_names_bound(loop_node.target))
+            for node in _walk_local(loop_node.body):
+                if not isinstance(node, ast.Call) or _method(node) not in ("to", "cuda"):
+                    continue
+                nb = _kw(node, "non_blocking")
+                if nb is None or not _is_true(nb.value):
+                    continue
+                target = node.args[0] if node.args else None
+                if target is not None and self._is_cpu(target):
+                    continue
+                root = _root_name(node.func.value)  # type: ignore[attr-defined]
+                if root is not None and root.id in batch_names:
+                    self._emit("TPL205", node, loader=source.id)
+
+    def _unpinned_loader(self, name: str, loop: ast.AST) -> ast.Call | None:
+        scope = self.ctx.scope_of(loop)
+        body = scope.body if isinstance(scope, (*_FUNCS, ast.Module)) else []
+        values = []
+        for node in _walk_local(body):
+            if (
+                isinstance(node, ast.Assign) and any(name in _names_bound(t) for t in node.targets)
+            ) or (
+                isinstance(node, (ast.AugAssign, ast.AnnAssign))
+                and name in _names_bound(node.target)
+            ):
+                values.append(node.value)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With)) and node is not loop:
+                targets = (
+                    [node.target]
+                    if not isinstance(node, ast.With)
+                    else [i.optional_vars for i in node.items if i.optional_vars]
+                )
+                if any(name in _names_bound(t) for t in targets):
+                    return None
+        if isinstance(scope, _FUNCS):
+            args = scope.args
+            params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+            if any(a.arg == name for a in params):
+                return None
+        if len(values) != 1 or not isinstance(values[0], ast.Call):
+            return None
+        call = values[0]
+        if self.ctx.qualname(call.func) != "torch.utils.data.DataLoader" or _has_star_kwargs(call):
+            return None
+        pin = _kw(call, "pin_memory")
+        if pin is not None and not (
+            isinstance(pin.value, ast.Constant) and pin.value.value is False
+        ):
+            return None
+        if len(call.args) > 7:  # pin_memory given positionally
+            return None
+        return call
+
+    def check_tpl206(self) -> None:
+        for call, name in self.ctx.call_names:
+            if name not in _FACTORIES:
+                continue
+            if any(_kw(call, k) for k in ("device", "out", "requires_grad", "pin_memory")):
+                continue
+            if _has_star_kwargs(call):
+                continue
+            attr = self.ctx.parents.get(call)
+            move = self.ctx.parents.get(attr) if attr is not None else None
+            if not (
+                isinstance(attr, ast.Attribute)
+                and attr.attr in ("to", "cuda")
+                and isinstance(move, ast.Call)
+                and move.func is attr
+            ):
+                continue
+            device_text = self._move_target(move)
+            if device_text is None:
+                continue
+            suggest = f"{name}(..., device={device_text})"
+            fix = self._construct_fix(call, move, name, device_text)
+            self._emit("TPL206", call, fix, call=f"{name}(...).{attr.attr}(...)", suggest=suggest)
+
+    def _move_target(self, move: ast.Call) -> str | None:
+        """The device a ``.to(...)``/``.cuda(...)`` moves to, as source text, if it is one."""
+        if _method(move) == "cuda":
+            if not move.args and not move.keywords:
+                return '"cuda"'
+            if (
+                len(move.args) == 1
+                and isinstance(move.args[0], ast.Constant)
+                and isinstance(move.args[0].value, int)
+            ):
+                return f'"cuda:{move.args[0].value}"'
+            return None
+        device = _kw(move, "device")
+        arg = device.value if device is not None else (move.args[0] if move.args else None)
+        if arg is None or not looks_like_device(arg):
+            return None
+        if isinstance(arg, ast.Constant) and arg.value == "cpu":
+            return None  # already there
+        return self._text(arg)
+
+    def _construct_fix(
+        self, factory: ast.Call, move: ast.Call, name: str, device_text: str
+    ) -> Fix | None:
+        step = factory.args[2] if len(factory.args) > 2 else None
+        step_kw = _kw(factory, "step")
+        step = step_kw.value if step_kw is not None else step
+        deterministic = name in _DETERMINISTIC or (
+            name == "torch.arange"
+            and (step is None or (isinstance(step, ast.Constant) and isinstance(step.value, int)))
+        )
+        if not deterministic:
+            return None
+        extra = [k for k in move.keywords if k.arg not in ("device", "non_blocking")]
+        positional = move.args if _method(move) == "to" else []
+        if extra or len(positional) > 1 or (positional and _kw(move, "device")):
+            return None
+        if not factory.args and not factory.keywords:
+            return None
+        # insert after the factory's last argument (a trailing comma stays), drop .to(...)
+        last = max(
+            [*factory.args, *(k.value for k in factory.keywords)],
+            key=lambda n: (n.end_lineno or 0, n.end_col_offset or 0),
+        )
+        _, insert_at = self._span(last)
+        _, f_end = self._span(factory)
+        _, m_end = self._span(move)
+        edits = (Edit(insert_at, insert_at, f", device={device_text}"), Edit(f_end, m_end, ""))
+        return Fix(f"create the tensor with device={device_text}", edits)
+
+    # ---- TPL3xx: memory and checkpoints --------------------------------------------------
+
+    def check_tpl301(self) -> None:
+        saved: set[str] | None = None
+        for call, name in self.ctx.call_names:
+            if name not in ("torch.load", "torch.jit.load") or _has_star_kwargs(call):
+                continue
+            if _kw(call, "map_location") is not None or len(call.args) >= 2 or not call.args:
+                continue
+            if saved is None:
+                saved = {
+                    self._file_key(c.args[1])
+                    for c, n in self.ctx.call_names
+                    if n in ("torch.save", "torch.jit.save") and len(c.args) >= 2
+                }
+            if self._file_key(call.args[0]) in saved:
+                continue  # this program wrote the file itself: same machine, same devices
+            self._emit("TPL301", call, call=f"{name}(...)")
+
+    def _file_key(self, expr: ast.AST) -> str:
+        """The file an argument names, as text: ``args.save`` for ``f`` after
+        ``with open(args.save, "rb") as f``."""
+        if isinstance(expr, ast.Name):
+            for parent in self.ctx.ancestors(expr):
+                if isinstance(parent, (ast.With, ast.AsyncWith)):
+                    for item in parent.items:
+                        var = item.optional_vars
+                        ctx_expr = item.context_expr
+                        if (
+                            isinstance(var, ast.Name)
+                            and var.id == expr.id
+                            and isinstance(ctx_expr, ast.Call)
+                            and ctx_expr.args
+                        ):
+                            return self._text(ctx_expr.args[0])
+        return self._text(expr)
+
+    def check_tpl302(self) -> None:
+        for call, name in self.ctx.call_names:
+            if name != "torch.load" or _has_star_kwargs(call):
+                continue
+            if _kw(call, "weights_only") is None and len(call.args) < 4:
+                self._emit("TPL302", call, call="torch.load(...)")
+
+    def check_tpl303(self) -> None:
+        for loop in self.loops.values():
+            if loop.retains_graph or not loop.loss_names:
+                continue
+            for node in _walk_local(loop.node.body):  # type: ignore[attr-defined]
+                added: ast.Name | None = None
+                acc: ast.AST | None = None
+                if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+                    if isinstance(node.value, ast.Name):
+                        added, acc = node.value, node.target
+                elif (
+                    isinstance(node, ast.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.BinOp)
+                    and isinstance(node.value.op, ast.Add)
+                ):
+                    t = node.targets[0].id
+                    left, right = node.value.left, node.value.right
+                    if isinstance(left, ast.Name) and left.id == t and isinstance(right, ast.Name):
+                        added, acc = right, node.targets[0]
+                    elif (
+                        isinstance(right, ast.Name) and right.id == t and isinstance(left, ast.Name)
+                    ):
+                        added, acc = left, node.targets[0]
+                elif (
+                    isinstance(node, ast.Call)
+                    and _method(node) == "append"
+                    and len(node.args) == 1
+                    and isinstance(node.args[0], ast.Name)
+                ):
+                    added, acc = node.args[0], node.func.value  # type: ignore[attr-defined]
+                if added is None or acc is None:
+                    continue
+                if isinstance(acc, ast.Name) and acc.id == added.id:
+                    continue
+                if not self.known_tensor(added.id, loop) or self._backward_on(acc, loop):
+                    continue
+                _, end = self._span(added)
+                fix = Fix(f"accumulate {added.id}.detach()", (Edit(end, end, ".detach()"),))
+                self._emit("TPL303", added, fix, name=added.id)
+
+    def _backward_on(self, acc: ast.AST, loop: _Loop) -> bool:
+        """Whether the scope differentiates the accumulator (then it must keep its graph)."""
+        text = self._dotted(acc)
+        scope = self.ctx.scope_of(loop.node)
+        body = scope.body if isinstance(scope, (*_FUNCS, ast.Module)) else []
+        for node in _walk_local(body):
+            if isinstance(node, ast.Call):
+                if _method(node) in ("backward", "manual_backward") and (
+                    self._dotted(node.func.value) == text  # type: ignore[attr-defined]
+                    or any(self._dotted(a) == text for a in node.args)
+                ):
+                    return True
+                if self.ctx.qualname(node.func) in (
+                    "torch.autograd.grad",
+                    "torch.autograd.backward",
+                ):
+                    return True
+        return False
+
+    # ---- TPL4xx: APIs -----------------------------------------------------------------
+
+    def check_tpl401(self) -> None:
+        for call, name in self.ctx.call_names:
+            if name in ("torch.nn.DataParallel", "torch.nn.parallel.data_parallel"):
+                self._emit("TPL401", call)
+
+    def check_tpl402(self) -> None:
+        calls = {id(c.func): c for c in self.ctx.calls}
+        for node in ast.walk(self.ctx.tree):
+            if not isinstance(node, (ast.Attribute, ast.Name)):
+                continue
+            if not isinstance(node.ctx, ast.Load):
+                continue
+            parent = self.ctx.parents.get(node)
+            if isinstance(parent, ast.Attribute):
+                continue  # only the whole dotted name
+            name = self.ctx.qualname(node)
+            if name not in _AMP:
+                continue
+            if isinstance(node, ast.Name) and isinstance(parent, (ast.ImportFrom, ast.Import)):
+                continue
+            new, device = _AMP[name]
+            call = calls.get(id(node))
+            fix = self._amp_fix(node, call, new, device)
+            shown_new = (
+                f'{new}("{device}", ...)'
+                if "custom" not in new
+                else (f'{new}(device_type="{device}")')
+            )
+            self._emit("TPL402", call or node, fix, old=name, new=shown_new)
+
+    def _amp_fix(self, node: ast.AST, call: ast.Call | None, new: str, device: str) -> Fix | None:
+        root = _root_name(node)
+        if (
+            root is None
+            or self.ctx.aliases.get(root.id) != "torch"
+            or not isinstance(node, ast.Attribute)
+        ):
+            return None  # imported under another name: the import would change too
+        new_text = root.id + new[len("torch") :]
+        start, end = self._span(node)
+        if "custom" in new:
+            if call is None:
+                return Fix(
+                    f"use {new}",
+                    (Edit(start, end, f'{new_text}(device_type="{device}")'),),
+                )
+            if call.args:
+                return None
+            opening = self._open_paren(call, node)
+            if opening is None:
+                return None
+            sep = ", " if call.keywords else ""
+            return Fix(
+                f"use {new}",
+                (
+                    Edit(start, end, new_text),
+                    Edit(opening, opening, f'device_type="{device}"{sep}'),
+                ),
+            )
+        if call is None:
+            return None
+        if "autocast" in new and call.args:
+            return None  # positional order differs: (enabled, dtype) vs (device_type, dtype)
+        opening = self._open_paren(call, node)
+        if opening is None:
+            return None
+        sep = ", " if (call.args or call.keywords) else ""
+        return Fix(
+            f"use {new}", (Edit(start, end, new_text), Edit(opening, opening, f'"{device}"{sep}'))
+        )
+
+    def _open_paren(self, call: ast.Call, func: ast.AST) -> int | None:
+        _, end = self._span(func)
+        _, call_end = self._span(call)
+        rest = self.source[end:call_end]
+        stripped = rest.lstrip()
+        if not stripped.startswith("("):
+            return None
+        return end + (len(rest) - len(stripped)) + 1
+
+
+_LEGACY_CUDA = frozenset(
+    [
+        "FloatTensor",
+        "DoubleTensor",
+        "HalfTensor",
+        "BFloat16Tensor",
+        "LongTensor",
+        "IntTensor",
+        "ShortTensor",
+        "ByteTensor",
+        "CharTensor",
+        "BoolTensor",
+    ]
+)
+
+
+def _cuda_const(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and is_device_string(node.value)
+        and str(node.value).startswith("cuda")
+    )
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    ):
+        return node.attr
+    return None
+
+
+def _reads_host_already(receiver: ast.AST) -> bool:
+    """Whether a chain already contains a host read (report ``x.cpu().numpy()`` once)."""
+    node = receiver
+    while True:
+        if isinstance(node, ast.Call):
+            if _method(node) in _HOST_READS:
+                return True
+            node = node.func
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        else:
+            return False
+
+
+def _may_be_tensor(value: ast.AST) -> bool:
+    """False for values that are plainly not tensors: numbers, strings, ``x.item()``."""
+    if isinstance(value, (ast.Constant, ast.List, ast.Dict, ast.Tuple, ast.JoinedStr)):
+        return False
+    if isinstance(value, ast.Call):
+        if _method(value) in ("item", "tolist", "numpy"):
+            return False
+        if isinstance(value.func, ast.Name) and value.func.id in ("float", "int", "len", "sum"):
+            return False
+    return True
+
+
+def _field_of(parent: ast.AST, child: ast.AST) -> str:
+    for field, value in ast.iter_fields(parent):
+        if value is child:
+            return field
+        if isinstance(value, list) and any(v is child for v in value):
+            return field
+    return ""

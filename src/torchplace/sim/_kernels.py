@@ -1,0 +1,207 @@
+"""Real values for the CUDA-only attention kernels, computed on the CPU.
+
+For ``scaled_dot_product_attention`` a GPU runs its flash or memory-efficient kernel
+(``aten._scaled_dot_product_flash_attention`` / ``_scaled_dot_product_efficient_attention``
+and their backward), which have no CPU implementation. The simulator calls the same
+operators in both value modes, so memory, transfers and the time estimate do not depend on
+the backing. With placeholder values their meta functions run; with real values they run
+here:
+
+- every output has the shape, dtype and strides the meta function gives it — the GPU's
+  layout (a padded log-sum-exp, the philox state), so later views and copies match too;
+- the values come from the CPU's flash-attention kernel, or from the attention formula
+  when dropout is on (its mask drawn from a seed taken from the simulated GPU's generator,
+  returned as the kernel's philox seed so that backward draws the same mask);
+- backward recomputes the attention weights and applies the formula's gradient (or, without
+  dropout or bias, the CPU flash kernel's backward).
+
+The GPU's own kernels round differently (tiling, fp32 accumulation); see docs/sim.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+__all__ = ["REAL_KERNELS"]
+
+_aten = torch.ops.aten
+_FLASH = _aten._scaled_dot_product_flash_attention.default
+_FLASH_BACKWARD = _aten._scaled_dot_product_flash_attention_backward.default
+_EFFICIENT = _aten._scaled_dot_product_efficient_attention.default
+_EFFICIENT_BACKWARD = _aten._scaled_dot_product_efficient_attention_backward.default
+_CPU_FLASH = _aten._scaled_dot_product_flash_attention_for_cpu.default
+
+
+def _meta(func: Any, args: Any, kwargs: Any) -> Any:
+    """The meta function's outputs: the GPU kernel's shapes, dtypes and strides."""
+
+    def to_meta(a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
+        return a
+
+    margs, mkwargs = tree_map(to_meta, (args, kwargs))
+    return func(*margs, **mkwargs)
+
+
+def _filled(meta: torch.Tensor, values: torch.Tensor | None = None) -> torch.Tensor:
+    out = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype)
+    if values is not None:
+        out.copy_(values)
+    return out
+
+
+def _scores(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    bias: torch.Tensor | None,
+    is_causal: bool,
+    scale: float,
+) -> torch.Tensor:
+    scores = q @ k.transpose(-2, -1) * scale
+    if is_causal:  # top-left aligned, as the docs of scaled_dot_product_attention say
+        keep = torch.ones(scores.shape[-2:], dtype=torch.bool).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return scores if bias is None else scores + bias.float()
+
+
+def _dropout_mask(shape: torch.Size, dropout_p: float, seed: int) -> torch.Tensor:
+    draw = torch.Generator().manual_seed(seed)
+    return (torch.rand(shape, generator=draw) >= dropout_p) / (1.0 - dropout_p)
+
+
+def _attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    bias: torch.Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    seed: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output, log-sum-exp over the keys)."""
+    if dropout_p == 0.0:
+        out, lse = _CPU_FLASH(q, k, v, 0.0, is_causal, attn_mask=bias, scale=scale)
+        return out, lse
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = _scores(q.float(), k.float(), bias, is_causal, scale)
+    lse = torch.logsumexp(scores, dim=-1)
+    weights = torch.exp(scores - lse.unsqueeze(-1))
+    out = (weights * _dropout_mask(weights.shape, dropout_p, seed)) @ v.float()
+    return out.to(q.dtype), lse
+
+
+def _backward(
+    grad_out: torch.Tensor,
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None],
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    seed: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Gradients of q, k, v and the bias (its broadcast dimensions summed), from the
+    attention formula (autograd does not run below the dispatcher's autograd layer)."""
+    q, k, v, bias = inputs
+    if dropout_p == 0.0 and bias is None:
+        out, lse = _CPU_FLASH(q, k, v, 0.0, is_causal, scale=scale)
+        grads = _aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            grad_out, q, k, v, out, lse, 0.0, is_causal, scale=scale
+        )
+        return grads[0], grads[1], grads[2], None
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    qf, kf, vf, go = q.float(), k.float(), v.float(), grad_out.float()
+    weights = torch.softmax(_scores(qf, kf, bias, is_causal, scale), dim=-1)
+    drop = _dropout_mask(weights.shape, dropout_p, seed) if dropout_p else None
+    kept = weights if drop is None else weights * drop
+    grad_v = kept.transpose(-2, -1) @ go
+    grad_kept = go @ vf.transpose(-2, -1)
+    grad_weights = grad_kept if drop is None else grad_kept * drop
+    grad_scores = weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
+    grad_q = grad_scores @ kf * scale
+    grad_k = grad_scores.transpose(-2, -1) @ qf * scale
+    grad_bias = None
+    if bias is not None:
+        grad_bias = grad_scores.sum_to_size(bias.shape).to(bias.dtype)
+    return grad_q.to(q.dtype), grad_k.to(k.dtype), grad_v.to(v.dtype), grad_bias
+
+
+def _seed(generator: torch.Generator, dropout_p: float) -> int:
+    """A dropout seed from the simulated GPU's generator (as the kernel advances philox)."""
+    return int(torch.randint(2**62, (), generator=generator)) if dropout_p else 0
+
+
+def _efficient(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
+    q, k, v, bias = args[:4]
+    dropout_p = float(args[5] if len(args) > 5 else kwargs.get("dropout_p", 0.0))
+    is_causal = bool(args[6] if len(args) > 6 else kwargs.get("is_causal", False))
+    scale = kwargs.get("scale")
+    out_m, lse_m, _, _ = _meta(_EFFICIENT, args, kwargs)
+    seed = _seed(generator, dropout_p)
+    out, lse = _attention(q, k, v, bias, dropout_p, is_causal, scale, seed)
+    lse_out = _filled(lse_m)
+    if lse_out.shape[-1]:  # padded to a multiple of 32 rows on the GPU
+        lse_out[..., lse.shape[-1] :] = float("inf")
+        lse_out[..., : lse.shape[-1]] = lse
+    # outside CUDA-graph capture the seed and offset are host tensors (HOST_OUTPUTS)
+    return _filled(out_m, out), lse_out, torch.tensor(seed), torch.tensor(0)
+
+
+def _efficient_backward(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
+    grad_out, q, k, v, bias, _out, _lse, seed_t, _offset, dropout_p = args[:10]
+    is_causal = bool(args[11] if len(args) > 11 else kwargs.get("is_causal", False))
+    metas = _meta(_EFFICIENT_BACKWARD, args, kwargs)
+    grads = _backward(
+        grad_out, (q, k, v, bias), dropout_p, is_causal, kwargs.get("scale"), int(seed_t)
+    )
+    return tuple(
+        None if m is None else _filled(m, g) if g is not None else _filled(m).zero_()
+        for m, g in zip(metas, grads, strict=True)
+    )
+
+
+def _flash(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
+    q, k, v = args[:3]
+    dropout_p = float(args[3] if len(args) > 3 else kwargs.get("dropout_p", 0.0))
+    is_causal = bool(args[4] if len(args) > 4 else kwargs.get("is_causal", False))
+    scale = kwargs.get("scale")
+    metas = list(_meta(_FLASH, args, kwargs))
+    seed = _seed(generator, dropout_p)
+    out, lse = _attention(q, k, v, None, dropout_p, is_causal, scale, seed)
+    rng_state = _filled(metas[6])
+    rng_state.view(torch.int64).view(-1)[0] = seed  # (seed, offset) on the GPU
+    rng_state.view(torch.int64).view(-1)[1:] = 0
+    return (
+        _filled(metas[0], out),
+        _filled(metas[1], lse),
+        metas[2],
+        metas[3],
+        metas[4],
+        metas[5],
+        rng_state,
+        _filled(metas[7]).zero_(),
+        _filled(metas[8]).zero_(),
+    )
+
+
+def _flash_backward(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
+    grad_out, q, k, v = args[:4]
+    dropout_p, is_causal, rng_state = args[10], args[11], args[12]
+    metas = _meta(_FLASH_BACKWARD, args, kwargs)
+    seed = int(rng_state.view(torch.int64).view(-1)[0]) if dropout_p else 0
+    grads = _backward(grad_out, (q, k, v, None), dropout_p, is_causal, kwargs.get("scale"), seed)
+    return tuple(_filled(m, g) for m, g in zip(metas, grads[:3], strict=True))
+
+
+#: aten operator -> its real-values implementation, called as ``kernel(args, kwargs,
+#: generator)`` with the simulated GPU's random generator.
+REAL_KERNELS: dict[Any, Callable[[Any, Any, torch.Generator], Any]] = {
+    _EFFICIENT: _efficient,
+    _EFFICIENT_BACKWARD: _efficient_backward,
+    _FLASH: _flash,
+    _FLASH_BACKWARD: _flash_backward,
+}

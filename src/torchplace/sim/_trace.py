@@ -1,0 +1,155 @@
+"""The allocation history of a simulation, in order, for timelines, snapshots and replays.
+
+Every block a simulated device allocates and frees, every segment its caching allocator
+reserves and releases, every optimizer step and out-of-memory error is recorded with a
+sequence number (the order of events across all devices) and the cost model's clock at
+that moment. From it come the memory timeline of the HTML report, the snapshot PyTorch's
+memory viewer reads, and the replay of one run through other GPUs' allocators.
+
+Allocations are kept in parallel arrays (72 bytes each); past ``limit`` events the trace
+stops growing and says where it was cut (the report's peak figures stay exact).
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CATEGORY_NAMES", "OP_KINDS", "PHASES", "WORKSPACE", "Trace"]
+
+PHASES = ("other", "forward", "backward", "optimizer")
+#: what an operation record's time is priced by: a precision's peak, or a host copy
+OP_KINDS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "h2d", "d2h", "nvlink", "network")
+#: the scope the cuBLAS workspace is recorded under (its size depends on the GPU)
+WORKSPACE = "cuBLAS workspace"
+CATEGORY_NAMES = (
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "communication",
+    "other",
+)
+
+
+@dataclass
+class Trace:
+    """See the module docstring. Indices returned by :meth:`alloc` identify allocations."""
+
+    limit: int = 2_000_000
+    seq: int = 0
+    device: array = field(default_factory=lambda: array("h"))
+    size: array = field(default_factory=lambda: array("q"))  # requested bytes
+    address: array = field(default_factory=lambda: array("q"))
+    start: array = field(default_factory=lambda: array("q"))  # seq of the allocation
+    end: array = field(default_factory=lambda: array("q"))  # seq of the free, -1 while live
+    start_time: array = field(default_factory=lambda: array("d"))  # estimated seconds
+    end_time: array = field(default_factory=lambda: array("d"))
+    phase: array = field(default_factory=lambda: array("b"))
+    category: array = field(default_factory=lambda: array("b"))  # -1 until known
+    frame: array = field(default_factory=lambda: array("i"))  # index into frames, -1: none
+    scope: array = field(default_factory=lambda: array("i"))  # index into scopes, -1: none
+    frames: list[tuple[str, int, str]] = field(default_factory=list)  # file, line, function
+    scopes: list[str] = field(default_factory=list)
+    segments: list[tuple[int, int, str, int, int, float]] = field(default_factory=list)
+    steps: list[tuple[int, float]] = field(default_factory=list)
+    ooms: list[tuple[int, int, int, int]] = field(default_factory=list)
+    # every priced operation: device, FLOPs, bytes, precision (or "h2d"/"d2h" for host copies)
+    op_device: array = field(default_factory=lambda: array("h"))
+    op_flops: array = field(default_factory=lambda: array("d"))
+    op_bytes: array = field(default_factory=lambda: array("d"))
+    op_kind: array = field(default_factory=lambda: array("b"))  # index into OP_KINDS
+    op_seq: array = field(default_factory=lambda: array("q"))
+    truncated_at: int | None = None
+    _frame_ids: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    _scope_ids: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def full(self) -> bool:
+        return self.truncated_at is not None
+
+    def _next(self) -> int:
+        self.seq += 1
+        if self.seq > self.limit and self.truncated_at is None:
+            self.truncated_at = self.seq
+        return self.seq
+
+    def _intern(self, table: list[Any], ids: dict[Any, int], value: Any) -> int:
+        if value is None:
+            return -1
+        index = ids.get(value)
+        if index is None:
+            index = ids[value] = len(table)
+            table.append(value)
+        return index
+
+    def alloc(
+        self,
+        device: int,
+        nbytes: int,
+        address: int,
+        time: float,
+        phase: str,
+        scope: str | None,
+        frame: tuple[str, int, str] | None,
+    ) -> int:
+        """Record an allocation; return its index (-1 once the trace is full)."""
+        seq = self._next()
+        if self.full:
+            return -1
+        self.device.append(device)
+        self.size.append(nbytes)
+        self.address.append(address)
+        self.start.append(seq)
+        self.end.append(-1)
+        self.start_time.append(time)
+        self.end_time.append(-1.0)
+        self.phase.append(PHASES.index(phase) if phase in PHASES else 0)
+        self.category.append(-1)
+        self.frame.append(self._intern(self.frames, self._frame_ids, frame))
+        self.scope.append(self._intern(self.scopes, self._scope_ids, scope))
+        return len(self.size) - 1
+
+    def free(self, index: int, time: float, category: str | None) -> None:
+        seq = self._next()
+        if index < 0 or self.end[index] != -1:
+            return
+        self.end[index] = seq
+        self.end_time[index] = time
+        self.set_category(index, category)
+
+    def set_category(self, index: int, category: str | None) -> None:
+        if index >= 0 and category is not None and self.category[index] == -1:
+            self.category[index] = CATEGORY_NAMES.index(category)
+
+    def segment(self, device: int, kind: str, address: int, size: int, time: float) -> None:
+        seq = self._next()
+        if not self.full:
+            self.segments.append((seq, device, kind, address, size, time))
+
+    def op(self, device: int, flops: float, nbytes: float, kind: str) -> None:
+        """Record a priced operation (after the trace is full, operations are still kept:
+        they are small, and the time estimates of other GPUs need all of them)."""
+        self.op_device.append(device)
+        self.op_flops.append(flops)
+        self.op_bytes.append(nbytes)
+        self.op_kind.append(OP_KINDS.index(kind))
+        self.op_seq.append(self.seq)
+
+    def step(self, time: float) -> None:
+        self.steps.append((self._next(), time))
+
+    def oom(self, device: int, nbytes: int, frame: tuple[str, int, str] | None) -> None:
+        seq = self._next()
+        self.ooms.append((seq, device, nbytes, self._intern(self.frames, self._frame_ids, frame)))
+
+    def category_of(self, index: int) -> str:
+        """The allocation's category: as classified, else by the phase that made it."""
+        c = self.category[index]
+        if c >= 0:
+            return CATEGORY_NAMES[c]
+        return "activations" if PHASES[self.phase[index]] in ("forward", "backward") else "other"
+
+    def __len__(self) -> int:
+        return len(self.size)

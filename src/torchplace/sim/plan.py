@@ -1,0 +1,224 @@
+"""Which GPUs a run fits on, from one execution: replay and re-pricing of its trace.
+
+A simulation records every allocation and free in order, and every priced operation
+(:mod:`torchplace.sim._trace`). The memory of the same run on another GPU is that stream
+replayed through the other GPU's caching-allocator model (its capacity, CUDA context and
+cuBLAS workspace); its time is the same operations priced by the other GPU's roofline.
+That is exact for GPUs on which the script takes the same path — the same kernels and
+the same allocations. Kernel choices that depend on the GPU (whether SDPA has a fused
+attention kernel there, or falls back to the math kernel) change the stream, so the
+command line runs the script once per *behaviour class* of GPUs (:func:`classes`) that
+the script's choices tell apart, and replays within each class.
+
+Examples:
+    >>> import torch, torchplace
+    >>> from torchplace import catalog
+    >>> from torchplace.sim import plan
+    >>> with torchplace.simulate("H100", values="placeholder") as report:
+    ...     x = torch.empty(20 * 1024**3, dtype=torch.uint8, device="cuda")
+    >>> results = plan.replay_all(report.state, [catalog.lookup("T4"), catalog.lookup("H100")])
+    >>> [(r.key, r.fits) for r in results]
+    [('t4', False), ('h100-sxm-80gb', True)]
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from torchplace.sim._trace import OP_KINDS, WORKSPACE, Trace
+from torchplace.sim.allocator import CachingAllocatorModel
+
+if TYPE_CHECKING:
+    from torchplace.catalog import GPUSpec
+    from torchplace.sim._state import SimState
+
+__all__ = ["GPUResult", "behaviour", "classes", "price", "replay", "replay_all"]
+
+_MIB = 1024**2
+
+
+def behaviour(spec: GPUSpec) -> tuple[Any, ...]:
+    """What in a GPU changes the path a script takes (GPUs that agree share a run).
+
+    The attention kernel ``scaled_dot_product_attention`` picks
+    (:func:`torchplace.sim._rules.attention_kernels`); other differences (capacity, CUDA
+    context, cuBLAS workspace, peaks) are replayed or re-priced. A script that reads the
+    GPU's properties and branches on them is assumed to take the run's path (the report
+    says so).
+    """
+    from torchplace.sim._rules import attention_kernels
+
+    # Flash and memory-efficient attention keep the same tensors for backward (the output
+    # and its log-sum-exp; aten/src/ATen/native/transformers/cuda/attention.cu), so GPUs
+    # with either kernel share a run; without one SDPA runs the math kernel, which keeps
+    # the attention matrix.
+    return (any(attention_kernels(spec)),)
+
+
+def classes(specs: list[GPUSpec]) -> list[list[GPUSpec]]:
+    """Group GPUs by :func:`behaviour`, largest memory first in each group (the group's
+    run is made on it, so a smaller GPU of the group runs out at or before its point)."""
+    groups: dict[tuple[Any, ...], list[GPUSpec]] = {}
+    for spec in specs:
+        groups.setdefault(behaviour(spec), []).append(spec)
+    return [sorted(g, key=lambda s: -s.torch_total_bytes) for g in groups.values()]
+
+
+@dataclass
+class GPUResult:
+    """One GPU's verdict for a recorded run (bytes and seconds)."""
+
+    key: str
+    name: str
+    devices: int
+    capacity_bytes: int
+    context_bytes: int
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    headroom_bytes: int
+    fits: bool
+    oom: dict[str, Any] | None = None  # device, requested_bytes, file, line
+    estimated_step_seconds: float | None = None
+    estimated_total_seconds: float = 0.0
+    per_device: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _workspace(spec: GPUSpec) -> int:
+    major = spec.compute_capability[0] if spec.compute_capability else 9
+    return (32 if major >= 9 else 8) * _MIB
+
+
+def replay(
+    trace: Trace,
+    spec: GPUSpec,
+    *,
+    device: int,
+    capacity: int | None = None,
+    context_bytes: int | None = None,
+) -> dict[str, Any]:
+    """Replay one device's allocations through ``spec``'s caching-allocator model.
+
+    Returns:
+        ``peak_allocated_bytes``, ``peak_reserved_bytes``, ``capacity_bytes``,
+        ``context_bytes`` and ``oom`` (None, or the failing request with its frame).
+    """
+    from torchplace.sim._state import context_bytes_for
+
+    cap = spec.torch_total_bytes if capacity is None else capacity
+    ctx = context_bytes_for(spec) if context_bytes is None else context_bytes
+    model = CachingAllocatorModel(cap, reserved_outside=ctx, device_index=device)
+    events: list[tuple[int, int, int]] = []  # (seq, +1 alloc / -1 free, allocation index)
+    workspace = trace._scope_ids.get(WORKSPACE, -2)
+    for i in range(len(trace)):
+        if trace.device[i] != device:
+            continue
+        events.append((trace.start[i], 1, i))
+        if trace.end[i] >= 0:
+            events.append((trace.end[i], -1, i))
+    events.sort()
+    handles: dict[int, int] = {}
+    oom = None
+    for _, kind, i in events:
+        if kind < 0:
+            if i in handles:
+                model.free(handles.pop(i))
+            continue
+        size = _workspace(spec) if trace.scope[i] == workspace else trace.size[i]
+        try:
+            handles[i] = model.malloc(size)
+        except RuntimeError as e:  # AllocatorOOM
+            frame = trace.frames[trace.frame[i]] if trace.frame[i] >= 0 else None
+            oom = {
+                "device": device,
+                "requested_bytes": int(getattr(e, "requested", size)),
+                "file": frame[0] if frame else None,
+                "line": frame[1] if frame else None,
+            }
+            break
+    return {
+        "capacity_bytes": cap,
+        "context_bytes": ctx,
+        "peak_allocated_bytes": model.peak_allocated_bytes,
+        "peak_reserved_bytes": model.peak_reserved_bytes,
+        "oom": oom,
+    }
+
+
+def price(trace: Trace, spec: GPUSpec, *, device: int) -> tuple[float, float | None]:
+    """The recorded operations of one device priced on ``spec``: (total seconds, median
+    seconds per step — the work between two optimizer steps — or None without steps)."""
+    from torchplace.cost import Peaks
+
+    peaks = Peaks.from_spec(spec)
+    flops = dict(peaks.flops_per_s)
+    host = peaks.host_bandwidth_bytes_per_s or peaks.bandwidth_bytes_per_s
+    steps = [seq for seq, _ in trace.steps]
+    marks = [0.0]
+    total = 0.0
+    s = 0
+    for i in range(len(trace.op_seq)):
+        if trace.op_device[i] != device:
+            continue
+        while s < len(steps) and trace.op_seq[i] >= steps[s]:
+            marks.append(total)
+            s += 1
+        kind = OP_KINDS[trace.op_kind[i]]
+        if kind in ("h2d", "d2h"):  # as torchplace.cost.transfer_seconds prices them
+            total += trace.op_bytes[i] / host + peaks.launch_seconds
+            continue
+        compute = trace.op_flops[i] / flops.get(kind, flops["fp32"])
+        memory = trace.op_bytes[i] / peaks.bandwidth_bytes_per_s
+        total += max(compute, memory) + peaks.launch_seconds
+    while s < len(steps):
+        marks.append(total)
+        s += 1
+    deltas = [b - a for a, b in itertools.pairwise(marks)]
+    return total, statistics.median(deltas) if deltas else None
+
+
+def replay_all(
+    state: SimState,
+    specs: list[GPUSpec],
+    *,
+    capacity: int | None = None,
+    context_bytes: int | None = None,
+) -> list[GPUResult]:
+    """Every GPU of ``specs`` for the run ``state`` recorded (same number of devices)."""
+    trace = state.trace
+    results = []
+    for spec in specs:
+        per_device = []
+        for dev in range(len(state.devices)):
+            r = replay(trace, spec, device=dev, capacity=capacity, context_bytes=context_bytes)
+            total, step = price(trace, spec, device=dev)
+            r.update(device=dev, estimated_total_seconds=total, estimated_step_seconds=step)
+            per_device.append(r)
+        oom = next((d["oom"] for d in per_device if d["oom"]), None)
+        worst = max(per_device, key=lambda d: d["peak_reserved_bytes"])
+        steps = [d["estimated_step_seconds"] for d in per_device if d["estimated_step_seconds"]]
+        results.append(
+            GPUResult(
+                key=spec.key,
+                name=spec.name,
+                devices=len(per_device),
+                capacity_bytes=worst["capacity_bytes"],
+                context_bytes=worst["context_bytes"],
+                peak_allocated_bytes=max(d["peak_allocated_bytes"] for d in per_device),
+                peak_reserved_bytes=worst["peak_reserved_bytes"],
+                headroom_bytes=worst["capacity_bytes"]
+                - worst["context_bytes"]
+                - worst["peak_reserved_bytes"],
+                fits=oom is None,
+                oom=oom,
+                estimated_step_seconds=max(steps) if steps else None,
+                estimated_total_seconds=max(d["estimated_total_seconds"] for d in per_device),
+                per_device=per_device,
+            )
+        )
+    return results
