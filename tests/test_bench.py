@@ -332,8 +332,9 @@ def test_an_operation_torch_refuses_is_skipped_with_its_message(
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
 def test_real_gpu_rows_transfers_and_copies() -> None:
+    # On a simulated GPU the times are the CPU's, not a GPU's: what this checks there is the
+    # CUDA code path (events, synchronisation, pinned and pageable copies) and the rows' shape.
     result = suite.run_bench(
         devices=["cpu", "cuda:0"], ops=["matmul"], quick=True, limit=2, max_run_time=0.1
     )
@@ -341,7 +342,8 @@ def test_real_gpu_rows_transfers_and_copies() -> None:
     matmul = [r for r in gpu if r.op == "matmul"]
     assert matmul and all(not r.projected and r.runs and r.runs >= 5 for r in matmul)
     assert all(r.seconds_with_transfer and r.seconds_with_transfer > r.seconds for r in matmul)
-    assert all(r.speedup_with_transfer is not None for r in matmul)
+    on_cpu = {(r.size, r.dtype) for r in result.rows if r.device == "cpu"}
+    assert all(r.speedup_with_transfer is not None for r in matmul if (r.size, r.dtype) in on_cpu)
     copies = {(r.op, r.variant) for r in gpu if r.op.startswith("copy")}
     assert copies == {(op, v) for op in ("copy_h2d", "copy_d2h") for v in ("pinned", "pageable")}
     assert result.break_even and all(not b.projected for b in result.break_even)

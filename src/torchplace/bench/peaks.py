@@ -33,6 +33,18 @@ def _matmul_flops_per_s(n: int, dtype: torch.dtype, runs: int, max_run_time: flo
     return 2 * n**3 / t.median
 
 
+def _matmul_probe(dtype: torch.dtype, runs: int, max_run_time: float) -> tuple[float, int]:
+    """FLOP/s and side of the largest probe (256 or 2048) that keeps to the time budget.
+
+    A CPU without a native kernel for a dtype (bf16 without AVX512-BF16/AMX, fp16 on most
+    CPUs) multiplies 2048×2048 matrices in about a minute; the 256×256 rate says so first.
+    """
+    rate = _matmul_flops_per_s(256, dtype, runs, max_run_time)
+    if 2 * 2048**3 / rate * runs > 4 * max_run_time:
+        return rate, 256
+    return _matmul_flops_per_s(2048, dtype, runs, max_run_time), 2048
+
+
 def _copy_bytes_per_s(nbytes: int, runs: int, max_run_time: float) -> float:
     src = torch.ones(nbytes // 4)
     dst = torch.empty_like(src)
@@ -48,8 +60,9 @@ def _op_overhead_seconds(runs: int, max_run_time: float) -> float:
 def measure_cpu_peaks(*, quick: bool = False) -> Peaks:
     """Measure this CPU's peaks with PyTorch (a few seconds; about 2 with ``quick``).
 
-    - FLOP/s: a 2048×2048 matmul in fp32 and bf16, and a 256×256 one in fp16 (on most
-      CPUs fp16 has no fast kernel; the small size keeps that probe short).
+    - FLOP/s: a 2048×2048 matmul per dtype, or 256×256 where the small one shows that
+      the large one would take far longer than the time budget (no native bf16 or fp16
+      kernel on this CPU).
     - Bandwidth: ``dst.copy_(src)`` of 512 MiB (128 MiB with ``quick``), counting the
       bytes read and the bytes written, capped at an eighth of the available RAM.
     - Per-operation overhead: ``a + b`` on one-element tensors.
@@ -63,11 +76,16 @@ def measure_cpu_peaks(*, quick: bool = False) -> Peaks:
     runs, budget = (3, 0.3) if quick else (5, 1.0)
     available = machine.free_bytes(_CPU) or 0
     copy_bytes = max(16 * _MiB, min((128 if quick else 512) * _MiB, available // 8))
-    flops = {
-        "fp32": _matmul_flops_per_s(2048, torch.float32, runs, budget),
-        "bf16": _matmul_flops_per_s(2048, torch.bfloat16, runs, budget),
-        "fp16": _matmul_flops_per_s(256, torch.float16, runs, budget),
+    probes = {
+        name: _matmul_probe(dtype, runs, budget)
+        for name, dtype in (
+            ("fp32", torch.float32),
+            ("bf16", torch.bfloat16),
+            ("fp16", torch.float16),
+        )
     }
+    flops = {name: rate for name, (rate, _) in probes.items()}
+    sides = ", ".join(f"{name} {n}×{n}" for name, (_, n) in probes.items())
     gib = copy_bytes / 1024**3
     return Peaks(
         name=machine.device_name(_CPU),
@@ -77,8 +95,8 @@ def measure_cpu_peaks(*, quick: bool = False) -> Peaks:
         launch_seconds=_op_overhead_seconds(runs, budget),
         measured=True,
         source=(
-            f"measured here with {torch.get_num_threads()} threads: 2048×2048 matmul "
-            f"(fp32, bf16), 256×256 (fp16); copy of {gib:.3g} GiB; one-element add"
+            f"measured here with {torch.get_num_threads()} threads: matmul {sides}; "
+            f"copy of {gib:.3g} GiB; one-element add"
         ),
         memory_bytes=available,
     )

@@ -130,14 +130,17 @@ def _fraction(w: Workload, seconds: float, est: StepEstimate, peaks: Peaks, tf32
     return est.bytes / seconds / peaks.bandwidth_bytes_per_s
 
 
-def _unsupported(result: BenchResult, device: torch.device, precision: str) -> str | None:
-    if device.type == "cpu" and precision == "fp16":
-        peaks = result.peaks.get("cpu")
-        if peaks is not None and peaks.flops_per_s["fp16"] < peaks.flops_per_s["fp32"] / 4:
-            fp16, fp32 = peaks.flops_per_s["fp16"] / 1e9, peaks.flops_per_s["fp32"] / 1e9
+def _unsupported(
+    result: BenchResult, device: torch.device, w: Workload, precision: str
+) -> str | None:
+    peaks = result.peaks.get("cpu")
+    slow_kind = device.type == "cpu" and w.compute_bound and precision in ("bf16", "fp16")
+    if slow_kind and peaks is not None:
+        rate, fp32 = peaks.flops_per_s[precision] / 1e9, peaks.flops_per_s["fp32"] / 1e9
+        if rate < fp32 / 4:
             return (
-                f"it runs at {fp16:.3g} GFLOP/s against {fp32:.3g} in fp32 on this CPU "
-                "(no native fp16 kernel), too slow to sweep"
+                f"it runs at {rate:.3g} GFLOP/s against {fp32:.3g} in fp32 on this CPU "
+                f"(no native {precision} kernel), too slow to sweep"
             )
     return machine.lacks(device, precision)
 
@@ -167,7 +170,7 @@ def _time_on(device: torch.device, w: Workload, budget: float) -> Timing:
 def _measure_op(
     result: BenchResult, device: torch.device, w: Workload, precision: str, budget: float
 ) -> None:
-    unsupported = _unsupported(result, device, precision)
+    unsupported = _unsupported(result, device, w, precision)
     if unsupported:
         _note(result, f"skipped {precision} {w.op} on {device}: {unsupported}.")
         return
