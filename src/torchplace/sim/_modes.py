@@ -30,6 +30,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from torchplace.cost import tensors_in
 from torchplace.sim import _autocast, _comm, _rules
 from torchplace.sim._kernels import REAL_KERNELS
 from torchplace.sim._state import SimState
@@ -83,10 +84,6 @@ def placeholder_scalar(dtype: torch.dtype) -> bool | int | float | complex:
     return 0
 
 
-def _tensors(tree: Any) -> list[torch.Tensor]:
-    return [a for a in tree_flatten(tree)[0] if isinstance(a, torch.Tensor)]
-
-
 class _Mover(torch.autograd.Function):
     """A differentiable move between the host and a simulated device, or two of them."""
 
@@ -133,7 +130,7 @@ class SimDispatchMode(TorchDispatchMode):
 
     def _dispatch(self, func: Any, args: Any, kwargs: Any) -> Any:
         state, local = self.state, self.local
-        leaves = _tensors((args, kwargs))
+        leaves = tensors_in((args, kwargs))
         labels: dict[int, int] = {}
         for a in leaves:
             label = state.label(a)
@@ -208,7 +205,7 @@ class SimDispatchMode(TorchDispatchMode):
                     state.register(t, labels.get(id(ref), out_label))
         else:
             on_host = {id(out[i]) for i in _rules.HOST_OUTPUTS.get(func._schema.name, ())}
-            for t in _tensors(out):
+            for t in tensors_in(out):
                 if id(t) in on_host:
                     continue  # an output the CUDA kernel makes on the host
                 if t.layout != torch.strided:
@@ -221,9 +218,9 @@ class SimDispatchMode(TorchDispatchMode):
                     state.register(t, out_label)
         collective = _comm.collective_of(func)
         if collective is not None:
-            size = max((t.nbytes for t in _tensors((args, kwargs, out))), default=0)
+            size = max((t.nbytes for t in tensors_in((args, kwargs, out))), default=0)
             state.collective(out_label, collective, size, _group_size(args, kwargs))
-            for t in _tensors((args, kwargs, out)):
+            for t in tensors_in((args, kwargs, out)):
                 if t.nbytes == size and collective == "all_gather":
                     state.classify(t, "communication")
         elif self.on_op is not None and not local.copying:
@@ -268,7 +265,7 @@ class SimDispatchMode(TorchDispatchMode):
         margs, mkwargs = tree_map(to_meta, (args, kwargs))
         if "device" in mkwargs:
             mkwargs["device"] = _META
-        needed = sum(t.untyped_storage().nbytes() for t in _tensors(func(*margs, **mkwargs)))
+        needed = sum(t.untyped_storage().nbytes() for t in tensors_in(func(*margs, **mkwargs)))
         self.state.reserve_host(needed, label)
 
     def _count_sync(self, func: Any, args: Any, kwargs: Any, labels: dict[int, int]) -> None:
@@ -334,7 +331,7 @@ class SimDispatchMode(TorchDispatchMode):
 
     def _run_on_zeros(self, func: Any, args: Any, kwargs: Any) -> Any:
         """Ops without a meta kernel (data-dependent shapes) run on placeholder zeros."""
-        numel = sum(t.numel() for t in _tensors((args, kwargs)) if t.is_meta)
+        numel = sum(t.numel() for t in tensors_in((args, kwargs)) if t.is_meta)
         name = str(func).split(".")[1] if "." in str(func) else str(func)
         if numel > _FALLBACK_MAX_NUMEL:
             self.state.note(f"{name}: no meta kernel and inputs too large to run on zeros")
@@ -978,7 +975,7 @@ class SimFunctionMode(TorchFunctionMode):
 
     def _backward(self, func: Any, *args: Any, **kwargs: Any) -> Any:
         label = None
-        for t in _tensors((args, kwargs)):
+        for t in tensors_in((args, kwargs)):
             label = self._label(t)
             if label is not None:
                 break

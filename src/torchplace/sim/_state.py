@@ -307,10 +307,14 @@ class SimState:
         )
         self.note(self.visible_note)
 
-    @property
+    @functools.cached_property
     def real(self) -> bool:
         """Whether simulated tensors hold real values (CPU backing) or placeholders (meta)."""
         return self.backing.type == "cpu"
+
+    @functools.cached_property
+    def _backing_type(self) -> str:
+        return self.backing.type
 
     @property
     def current(self) -> int:
@@ -334,10 +338,11 @@ class SimState:
         return self._label(t)
 
     def _label(self, t: torch.Tensor) -> int | None:
-        local = getattr(t, "_local_tensor", None)  # a DTensor: the device of its shard
-        if local is not None:
-            return self._label(local)
-        if t.device.type != self.backing.type or t.layout != torch.strided:
+        if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
+            local = getattr(t, "_local_tensor", None)  # a DTensor: the device of its shard
+            if local is not None:
+                return self._label(local)
+        if t.device.type != self._backing_type or t.layout != torch.strided:
             return None
         if self._pending_frees:
             self.sync()  # a dead storage's address may already belong to a new one
