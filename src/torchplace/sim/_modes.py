@@ -133,14 +133,14 @@ class SimDispatchMode(TorchDispatchMode):
         leaves = tensors_in((args, kwargs))
         labels: dict[int, int] = {}
         for a in leaves:
-            label = state.label(a)
+            label = state._label(a)  # torch functions are disabled here
             if label is not None:
                 labels[id(a)] = label
 
         def dev(t: torch.Tensor) -> str:
             label = labels.get(id(t))
             if label is None:
-                label = state.label(t)
+                label = state._label(t)
             return f"cuda:{label}" if label is not None else str(t.device.type)
 
         if func is _COPY and (labels or local.explicit is not None):
