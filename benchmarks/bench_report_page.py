@@ -50,6 +50,7 @@ def measure(*, steps: int, loads: int, out: Path) -> dict[str, Any]:
         targets = torch.randint(0, spec.vocab, (spec.batch * spec.tokens,), device="cuda")
         for _ in range(steps):
             bench_sim._step(model, opt, idx, targets)
+    report.script = "Llama 7B training step (benchmarks/bench_sim.py)"
     start = time.perf_counter()
     report.add_timelines()
     timeline_seconds = time.perf_counter() - start

@@ -255,7 +255,7 @@ def _chart(n: int, s: dict[str, Any], t: dict[str, Any], report: SimReport) -> s
     if show_limit:
         parts.append(
             f"<line class='limit' x1='{_LEFT}' x2='{_LEFT + pw}' y1='{y(limit)}' y2='{y(limit)}'/>"
-            f"<text class='tick' x='{_LEFT + pw - 4}' y='{y(limit) - 5}' text-anchor='end'>"
+            f"<text class='tick' x='{_LEFT + 4}' y='{y(limit) - 5}'>"
             f"capacity − CUDA context: {_e(format_bytes(limit))}</text>"
         )
     else:
