@@ -52,6 +52,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print the report as JSON on stdout (the script's own output goes to stderr)",
     )
     parser.add_argument(
+        "--html",
+        metavar="FILE.html",
+        help="also write the report as one self-contained HTML page: the memory timeline of "
+        "each GPU, what was live at the peak, transfers and syncs by line, the time estimate",
+    )
+    parser.add_argument(
+        "--snapshot",
+        metavar="FILE.pickle",
+        help="also write the run as a CUDA memory snapshot, as torch.cuda.memory._dump_snapshot "
+        "does: python -m torch.cuda._memory_viz trace_plot FILE.pickle -o trace.html opens it",
+    )
+    parser.add_argument(
+        "--png",
+        metavar="FILE.png",
+        help="also save the memory timeline as a picture (needs pip install 'torchplace[plot]')",
+    )
+    parser.add_argument(
         "--write-files",
         action="store_true",
         help="let torch.save of simulated tensors write where the script says (by default "
@@ -214,8 +231,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list_gpus:
         return _list_gpus(args.json)
     from torchplace._units import parse_size
-    from torchplace.sim.report import print_report
 
+    _check_outputs(args)
     specs = _gpus(args.gpu)
     if args.gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {args.gpus}.")
@@ -227,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
         "context_bytes": parse_size(args.context_size) if args.context_size else None,
         "host_memory_limit": parse_size(args.host_memory_limit) if args.host_memory_limit else None,
         "write_files": args.write_files,
+        "timeline": bool(args.html or args.png),
+        "snapshot": os.path.abspath(args.snapshot) if args.snapshot else None,
     }
     script_args = list(args.args)
     if args.module:
@@ -249,11 +268,53 @@ def run(args: argparse.Namespace) -> int:
         _, report = _simulate(args, specs[0], None, options)
     else:
         report = _plan(args, specs, options)
+    _show(args, report)
+    return report.exit_code or 0
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Output files are checked before the script runs, not after a long simulation."""
+    from torchplace._output import check_writable
+
+    outputs = {"--html": args.html, "--snapshot": args.snapshot, "--png": args.png}
+    given = [flag for flag, path in outputs.items() if path]
+    if given and args.find_max:
+        raise ValueError(
+            f"{given[0]} is not available with --find-max (it runs the script many times); "
+            "run torchplace sim again at the size it finds, with " + given[0] + "."
+        )
+    for flag in given:
+        check_writable(outputs[flag], flag)
+    if args.png:
+        from torchplace.bench.report import require_matplotlib
+
+        require_matplotlib()
+
+
+def _show(args: argparse.Namespace, report: Any) -> None:
+    """Print the report (tables, or JSON on stdout) and write the files asked for."""
+    from torchplace.sim.report import print_report
+
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print_report(report)
-    return report.exit_code or 0
+    if args.html:
+        from torchplace.sim.html import write_html
+
+        write_html(report, args.html)
+        print(f"torchplace sim: HTML report written to {args.html}", file=sys.stderr)
+    if args.png:
+        from torchplace.sim.timeline import plot
+
+        plot(report, args.png)
+        print(f"torchplace sim: memory timeline saved to {args.png}", file=sys.stderr)
+    if args.snapshot and os.path.exists(args.snapshot):
+        print(
+            f"torchplace sim: memory snapshot written to {args.snapshot}; view it with "
+            f"python -m torch.cuda._memory_viz trace_plot {args.snapshot} -o trace.html",
+            file=sys.stderr,
+        )
 
 
 def _sizes(text: str, flag: str) -> list[int]:
@@ -285,8 +346,6 @@ def _rank_list(text: str, world: int) -> list[int]:
 
 def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) -> int:
     """``--nproc-per-node``: simulate ranks of a torchrun world, one child per rank."""
-    from torchplace.sim.report import print_report
-
     if len(specs) != 1:
         raise ValueError("--nproc-per-node simulates one GPU model; give one --gpu.")
     if args.nnodes < 1:
@@ -330,6 +389,8 @@ def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) 
                 "network": args.network,
                 "env": env,
             }
+            if first is not None:
+                run_options["snapshot"] = None  # --snapshot: the first rank simulated
             _, report = _simulate(quiet, specs[0], None, run_options, output=first is None)
             first = first or report
             rows.append(_rank_row(rank, rank % per_node, report))
@@ -338,10 +399,7 @@ def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) 
         )
     assert first is not None
     first.ranks = sweep
-    if args.json:
-        print(json.dumps(first.to_dict(), indent=2))
-    else:
-        print_report(first)
+    _show(args, first)
     return first.exit_code or 0
 
 
@@ -352,9 +410,10 @@ def _rank_row(rank: int, local: int, report: Any) -> dict[str, Any]:
     steps = max(d.steps, 1) if d else 1
     comm = by_bound.get("communication", 0.0) / steps
     total = (d.estimated_step_seconds or d.estimated_total_seconds) if d else None
-    return {
+    row = {
         "rank": rank,
         "local_rank": local,
+        "context_bytes": d.context_bytes if d else 0,
         "peak_allocated_bytes": d.peak_allocated_bytes if d else 0,
         "peak_reserved_bytes": d.peak_reserved_bytes if d else 0,
         "capacity_bytes": d.capacity_bytes if d else 0,
@@ -365,6 +424,9 @@ def _rank_row(rank: int, local: int, report: Any) -> dict[str, Any]:
         "compute_seconds": (total - comm) if total is not None else None,
         "error": report.error,
     }
+    if local < len(report.timelines):  # --html / --png
+        row["timeline"] = report.timelines[local]
+    return row
 
 
 def _margin(text: str) -> float:
@@ -488,7 +550,8 @@ def _plan(
         if group is first:
             runs[0]["class"] = [s.key for s in group]
             continue
-        _, other = _simulate(args, group[0], group, options, output=output)
+        only_first = {**options, "snapshot": None}  # --snapshot: the first run
+        _, other = _simulate(args, group[0], group, only_first, output=output)
         rows.update({g["key"]: g for g in (other.plan or {}).get("gpus", [])})
         runs.append({"gpu": group[0].key, "class": [s.key for s in group]})
         if other.exit_code and not report.exit_code:

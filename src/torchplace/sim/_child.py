@@ -122,6 +122,12 @@ def main(argv: list[str]) -> int:
     if report is not None:
         report.exit_code = exit_code
         report.script = target
+        if config.get("timeline"):  # torchplace sim --html / --png
+            report.add_timelines()
+        if config.get("snapshot") and report.state is not None:  # --snapshot
+            from torchplace.sim.snapshot import dump, snapshot
+
+            dump(snapshot(report.state), config["snapshot"])
         _write_atomic(config["report"], report.to_dict())
     return exit_code
 

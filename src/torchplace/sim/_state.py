@@ -214,6 +214,8 @@ class SimState:
         default_factory=lambda: {"h2d": [0, 0], "d2h": [0, 0], "d2d": [0, 0]}
     )
     syncs: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    # (kind, file, line) of the user's line -> [count, bytes]
+    transfer_sites: dict[tuple[str, str, int], list[int]] = field(default_factory=dict)
     notes: Counter[str] = field(default_factory=Counter)
     files: list[dict[str, Any]] = field(default_factory=list)
     trace: Trace = field(default_factory=Trace)
@@ -581,6 +583,10 @@ class SimState:
         counts = self.transfers[kind]
         counts[0] += 1
         counts[1] += nbytes
+        where = user_frame() or ("<unknown>", 0)
+        site = self.transfer_sites.setdefault((kind, where[0], where[1]), [0, 0])
+        site[0] += 1
+        site[1] += nbytes
         index = self.current if device is None else device
         if kind != "d2d":
             self.trace.op(index, 0.0, nbytes, "h2d" if kind == "h2d" else "d2h")

@@ -56,6 +56,7 @@ class SimReport:
     oom: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     transfers: dict[str, dict[str, int]] = field(default_factory=dict)
+    transfer_sites: list[dict[str, Any]] = field(default_factory=list)  # by file and line
     syncs: list[dict[str, Any]] = field(default_factory=list)
     notes: list[dict[str, Any]] = field(default_factory=list)
     files: list[dict[str, Any]] = field(default_factory=list)
@@ -68,6 +69,9 @@ class SimReport:
     torch_version: str = ""
     values: str = "real"
     assumptions: list[str] = field(default_factory=list)
+    #: per device, the memory timeline (:mod:`torchplace.sim.timeline`); filled by
+    #: :meth:`add_timelines` (``torchplace sim --html/--png`` do), else empty
+    timelines: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def fits(self) -> bool:
@@ -93,6 +97,14 @@ class SimReport:
         """The simulation's live state (in the process that ran it; not in the JSON)."""
         return getattr(self, "_state", None)
 
+    def add_timelines(self) -> None:
+        """Fill :attr:`timelines` from the live state (in the process that ran the
+        simulation; a report read back from JSON keeps the timelines it was saved with)."""
+        from torchplace.sim.timeline import timeline
+
+        if self.state is not None:
+            self.timelines = [timeline(self.state, d.index) for d in self.state.devices]
+
     def fill(self, state: SimState) -> None:
         """Copy what ``state`` recorded into this report.
 
@@ -107,6 +119,12 @@ class SimReport:
             else {k: state.oom[k] for k in ("device", "requested_bytes", "file", "line")}
         )
         self.transfers = {k: {"count": v[0], "bytes": v[1]} for k, v in state.transfers.items()}
+        self.transfer_sites = [
+            {"kind": kind, "file": file, "line": line, "count": n, "bytes": nbytes}
+            for (kind, file, line), (n, nbytes) in sorted(
+                state.transfer_sites.items(), key=lambda kv: -kv[1][1]
+            )
+        ]
         self.syncs = [
             {"kind": kind, "file": file, "line": line, "count": n}
             for (kind, file, line), n in sorted(state.syncs.items(), key=lambda kv: -kv[1])

@@ -30,6 +30,8 @@ import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from torchplace._output import write_atomic
+
 if TYPE_CHECKING:
     from torchplace.sim._state import SimState
 
@@ -118,6 +120,6 @@ def _event(
 
 
 def dump(data: dict[str, Any], path: str | Path) -> None:
-    """Write a snapshot as ``torch.cuda.memory._dump_snapshot`` does (a pickle)."""
-    with open(path, "wb") as f:
-        pickle.dump(data, f)
+    """Write a snapshot as ``torch.cuda.memory._dump_snapshot`` does (a pickle), whole or
+    not at all (``python -m torch.cuda._memory_viz trace_plot PATH -o trace.html`` reads it)."""
+    write_atomic(path, pickle.dumps(data))
