@@ -62,6 +62,14 @@ _DYNAMIC = torch.Tag.dynamic_output_shape
 _INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_")
 
 
+def _not_simulated_layout(t: torch.Tensor, label: int, op: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"torchplace sim does not simulate sparse tensors on a GPU: {t.layout} on "
+        f"cuda:{label} (aten.{op.split('::')[-1]}). Keep sparse tensors on the CPU, or make "
+        "them dense (.to_dense()) first."
+    )
+
+
 def invalid_ordinal(index: int, count: int) -> RuntimeError:
     """CUDA's error for a device ordinal that does not exist."""
     err = getattr(torch, "AcceleratorError", RuntimeError)
@@ -209,11 +217,7 @@ class SimDispatchMode(TorchDispatchMode):
                 if id(t) in on_host:
                     continue  # an output the CUDA kernel makes on the host
                 if t.layout != torch.strided:
-                    raise NotImplementedError(
-                        f"torchplace sim does not simulate sparse tensors on a GPU: {t.layout} "
-                        f"on cuda:{out_label} (aten.{func._schema.name.split('::')[-1]}). Keep "
-                        "sparse tensors on the CPU, or make them dense (.to_dense()) first."
-                    )
+                    raise _not_simulated_layout(t, out_label, func._schema.name)
                 if t.device.type == state.backing.type and id(t.untyped_storage()) not in host:
                     state.register(t, out_label)
         collective = _comm.collective_of(func)
@@ -652,6 +656,8 @@ class SimFunctionMode(TorchFunctionMode):
             with self.on(src):
                 return x.to(dtype=out_dtype, copy=copy, memory_format=fmt)
         nbytes = x.numel() * out_dtype.itemsize
+        if dst is not None and x.layout != torch.strided:
+            raise _not_simulated_layout(x, dst, "to")
         if dst is not None and src is None:  # host -> simulated GPU
             if x.is_meta:
                 raise NotImplementedError(
