@@ -1,0 +1,148 @@
+"""Per-rank peak memory of a simulated DDP / FSDP2 run against a real one, rank by rank.
+
+``plan_train.py`` (a torchrun-style script) runs twice with 2 and 4 processes on this
+machine's CPU, over gloo:
+
+- measured: each rank on the CPU (``--device cpu --backend gloo``) under ``torch.profiler``
+  with ``profile_memory=True``; its peak of live tensor bytes comes from
+  ``export_memory_timeline`` (as in ``sim_accuracy.py``);
+- simulated: each rank under ``torchplace.simulate("H100", values="placeholder")`` with
+  the script unchanged (``--device cuda --backend nccl``), as ``torchplace sim
+  --nproc-per-node`` runs it: NCCL becomes torch's fake process group, and the simulator's
+  peak of requested bytes (the tensors' sizes) less the cuBLAS workspace (a CPU has none)
+  is the like-for-like figure. (``mode="real"`` runs the same with real values over gloo.)
+
+Aligning the two: attention runs the math kernel on both sides (the simulator would
+otherwise pick an H100's memory-efficient kernel); AdamW is ``foreach`` in the script
+(CUDA's default). Gloo on the CPU works on the tensors it is given, except where it copies
+into buffers of its own inside the C++ collective; those host allocations are outside the
+simulated GPU (NCCL on a GPU writes into the tensors FSDP and DDP hand it), so the
+measured side counts them and the simulated side does not: the table shows the difference.
+
+    python benchmarks/plan_accuracy.py            # tiny and GPT-2-small, worlds 2 and 4
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import socket
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import plan_train
+
+TOLERANCE = 0.02
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _timeline_peak(prof: Any) -> int:
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # deprecated for the CUDA snapshot
+        path = os.path.join(tmp, "timeline.raw.json.gz")
+        prof.export_memory_timeline(path, device="cpu")
+        with gzip.open(path, "rt") as f:
+            events = json.load(f)
+    live = peak = 0
+    for _t, _action, nbytes, _category in events:
+        live += nbytes
+        peak = max(peak, live)
+    return peak
+
+
+def _worker(rank: int, world: int, port: int, mode: str, argv: list[str], out: str) -> None:
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+        LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+    )  # fmt: skip
+    torch.set_num_threads(1)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if mode == "measured":
+        from torch.profiler import ProfilerActivity, profile
+
+        args = [*argv, "--device", "cpu", "--backend", "gloo"]
+        with (
+            sdpa_kernel(SDPBackend.MATH),
+            profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                    with_stack=True) as prof,
+        ):  # fmt: skip
+            plan_train.main(args)
+        peak = _timeline_peak(prof)
+    else:
+        from torchplace.sim import simulate
+
+        values = "real" if mode == "real" else "placeholder"
+        with sdpa_kernel(SDPBackend.MATH), simulate("H100", gpus=world, values=values) as report:
+            plan_train.main(argv)
+            stats = torch.cuda.memory_stats()
+        workspace = 32 * 2**20 if any("cuBLAS" in n["text"] for n in report.notes) else 0
+        peak = stats["requested_bytes.all.peak"] - workspace
+    Path(out, f"{mode}-{rank}.json").write_text(json.dumps(peak))
+
+
+def run(world: int, mode: str, argv: list[str]) -> list[int]:
+    """Each rank's peak bytes of one ``world``-process run of ``plan_train.py argv``."""
+    with tempfile.TemporaryDirectory() as out:
+        mp.spawn(_worker, args=(world, _free_port(), mode, argv, out), nprocs=world)
+        return [json.loads(Path(out, f"{mode}-{r}.json").read_text()) for r in range(world)]
+
+
+def compare(model: str, strategy: str, world: int, *, batch: int = 2, seq: int = 64) -> list[dict]:
+    argv = ["--model", model, "--strategy", strategy, "--batch", str(batch), "--seq", str(seq)]
+    measured, simulated = run(world, "measured", argv), run(world, "placeholder", argv)
+    return [
+        {
+            "model": model,
+            "strategy": strategy,
+            "world": world,
+            "rank": r,
+            "measured": m,
+            "simulated": s,
+            "diff": (s - m) / m,
+        }
+        for r, (m, s) in enumerate(zip(measured, simulated, strict=True))
+    ]
+
+
+def main(models: list[str]) -> None:
+    print(
+        f"torch {torch.__version__}; peaks in MiB (2^20 B); diff = (simulated - measured)/measured"
+    )
+    head = ("model", "strategy", "world", "rank", "measured", "simulated", "diff")
+    print("{:8} {:8} {:>5} {:>4} {:>9} {:>9} {:>7}".format(*head))
+    worst = 0.0
+    for model in models:
+        for strategy in ("ddp", "fsdp"):
+            for world in (2, 4):
+                try:
+                    rows = compare(model, strategy, world)
+                except Exception as e:  # a case that cannot run is reported, not hidden
+                    print(f"{model:8} {strategy:8} {world:>5}    - failed: {str(e)[-200:]!r}")
+                    continue
+                for r in rows:
+                    worst = max(worst, abs(r["diff"]))
+                    print(
+                        f"{model:8} {strategy:8} {world:>5} {r['rank']:>4} "
+                        f"{r['measured'] / 2**20:9.2f} {r['simulated'] / 2**20:9.2f} "
+                        f"{100 * r['diff']:+6.2f}%",
+                        flush=True,
+                    )
+    print(f"worst |diff|: {100 * worst:.2f}% (goal {100 * TOLERANCE:.0f}%)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["tiny", "gpt2"])
