@@ -84,9 +84,10 @@ def _near(a: float, b: float, tolerance: float = 0.02) -> bool:
 
 @pytest.mark.slow
 def test_fsdp_sweep_shards_per_rank_and_shows_rank_0_extra_work(tmp_path: Path) -> None:
-    sweep = _ranks(tmp_path, FSDP_SCRIPT, "--nproc-per-node", "1,2,4,8")
-    assert [w["world"] for w in sweep] == [1, 2, 4, 8]
-    assert [[r["rank"] for r in w["ranks"]] for w in sweep] == [[0], [0, 1], [0, 3], [0, 7]]
+    # 1 and 4 only, to keep CI short (``torchplace sim --nproc-per-node 1,2,4,8`` by hand)
+    sweep = _ranks(tmp_path, FSDP_SCRIPT, "--nproc-per-node", "1,4")
+    assert [w["world"] for w in sweep] == [1, 4]
+    assert [[r["rank"] for r in w["ranks"]] for w in sweep] == [[0], [0, 3]]
     weights = 5 * 512 * 512 * 4
     for w in sweep:
         last = w["ranks"][-1]
@@ -112,7 +113,7 @@ def test_fsdp_sweep_shards_per_rank_and_shows_rank_0_extra_work(tmp_path: Path) 
     out = io.StringIO()
     render_ranks(sweep, Console(file=out, width=200))
     text = out.getvalue()
-    assert "Per rank: 8 processes (8 per node × 1 node(s))" in text
+    assert "Per rank: 4 processes (4 per node × 1 node(s))" in text
     assert "unsharded" in text
 
 
