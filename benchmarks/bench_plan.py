@@ -62,8 +62,8 @@ def main() -> None:
             ones.append(timed(one)[0])
     plan = report.get("plan") or {}
     a, o = statistics.median(alls), statistics.median(ones)
-    print(f"runs: {args.runs} (interleaved); {len(plan.get('gpus', []))} GPUs in the table, ")
-    print(f"simulated runs for --gpu all: {len(plan.get('runs', []))}")
+    print(f"runs: {args.runs} (interleaved); {len(plan.get('gpus', []))} GPUs in the table")
+    print(f"simulated runs behind --gpu all: {len(plan.get('runs', []))}")
     print(f"--gpu H100   median {o:.2f} s  ({', '.join(f'{x:.2f}' for x in ones)})")
     print(f"--gpu all    median {a:.2f} s  ({', '.join(f'{x:.2f}' for x in alls)})")
     print(f"ratio        {a / o:.2f} × (goal: at most 1.5 ×)")
