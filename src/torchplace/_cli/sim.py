@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 __all__ = ["add_arguments", "run"]
@@ -200,7 +202,11 @@ def _run_child(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
 
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop())
+    # Only the main thread may set a handler; ranks run in threads (_ranks) stop through
+    # _LIVE when the main thread is interrupted.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop()) if main else None
+    _LIVE.add(child)
     try:
         child.wait(timeout)
     except subprocess.TimeoutExpired:
@@ -209,10 +215,21 @@ def _run_child(
     except KeyboardInterrupt:
         stop()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _LIVE.discard(child)
+        if main:
+            signal.signal(signal.SIGTERM, previous)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)  # anything the script left running
     return child.wait()
+
+
+_LIVE: set[subprocess.Popen[bytes]] = set()  # simulated children running now
+
+
+def _stop_all(*_: object) -> None:
+    for child in list(_LIVE):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
 
 
 def _gpus(text: str) -> list[Any]:
@@ -363,10 +380,8 @@ def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) 
             )
         values = "placeholder"
     quiet = argparse.Namespace(**{**vars(args), "values": values})
-    sweep = []
-    first = None
+    jobs: list[tuple[int, int, int, dict[str, Any]]] = []
     for per_node, world, ranks in worlds:
-        rows = []
         for rank in ranks:
             env = {
                 "RANK": str(rank),
@@ -389,15 +404,31 @@ def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) 
                 "network": args.network,
                 "env": env,
             }
-            if first is not None:
+            if jobs:
                 run_options["snapshot"] = None  # --snapshot: the first rank simulated
-            _, report = _simulate(quiet, specs[0], None, run_options, output=first is None)
-            first = first or report
-            rows.append(_rank_row(rank, rank % per_node, report))
-        sweep.append(
-            {"nproc_per_node": per_node, "nnodes": args.nnodes, "world": world, "ranks": rows}
-        )
-    assert first is not None
+            jobs.append((per_node, world, rank, run_options))
+
+    def simulate_rank(i: int) -> Any:
+        # the first rank's output is the script's; the others run silent
+        return _simulate(quiet, specs[0], None, jobs[i][3], output=i == 0)[1]
+
+    # Each rank is a child process of its own: run as many at once as there are CPUs.
+    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+    previous = signal.signal(signal.SIGTERM, _stop_all)
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            reports = list(pool.map(simulate_rank, range(len(jobs))))
+    finally:
+        _stop_all()
+        signal.signal(signal.SIGTERM, previous)
+    sweep: list[dict[str, Any]] = []
+    for (per_node, world, rank, _), report in zip(jobs, reports, strict=True):
+        if not sweep or sweep[-1]["world"] != world:
+            sweep.append(
+                {"nproc_per_node": per_node, "nnodes": args.nnodes, "world": world, "ranks": []}
+            )
+        sweep[-1]["ranks"].append(_rank_row(rank, rank % per_node, report))
+    first = reports[0]
     first.ranks = sweep
     _show(args, first)
     return first.exit_code or 0

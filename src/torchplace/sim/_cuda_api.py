@@ -577,6 +577,15 @@ def patched_torch(
         return address if address is not None else real_storage_data_ptr(self)
 
     real_storage_data_ptr = torch.UntypedStorage.data_ptr
+    real_storage_resize = torch.UntypedStorage.resize_
+
+    def storage_resize(self: Any, size: Any) -> Any:
+        label = state.storage_label(self)
+        out = real_storage_resize(self, size)
+        if label is not None:
+            state.resize_storage(self, label, int(size))
+        return out
+
     real_parse_to = torch._C._nn._parse_to
 
     def parse_to(*args: Any, **kwargs: Any) -> Any:
@@ -614,6 +623,7 @@ def patched_torch(
         (torch.Tensor, "is_pinned", is_pinned),
         (torch.Tensor, "record_stream", lambda self, stream: None),
         (torch.UntypedStorage, "data_ptr", storage_data_ptr),
+        (torch.UntypedStorage, "resize_", storage_resize),
         (torch._C._nn, "_parse_to", parse_to),
         (torch._C, "_group_tensors_by_device_and_dtype", _group_by_device(state)),
         (torch, "compile", _compile),

@@ -139,6 +139,22 @@ def patched_distributed(state: SimState, fmode: SimFunctionMode) -> Iterator[Non
         with fmode.on(_first_label(state, self.module)):
             return real_ddp_forward(self, *args, **kwargs)
 
+    # DTensor's random ops (nn.init on FSDP2 shards) make an RNG tracker that reads the CUDA
+    # generator's state, moves it to the mesh's device from inside DTensor's dispatch (where
+    # the function mode is popped) and compares it with rank 0's
+    # (torch/distributed/tensor/_random.py, OffsetBasedRNGTracker): the move is made to see
+    # the simulation, and with placeholder values, which hold no state to compare, the check
+    # is skipped.
+    from torch.distributed.tensor import _random
+
+    tracker = _random.OffsetBasedRNGTracker
+    real_device_state, real_tracker_init = tracker._get_device_state, tracker.__init__
+
+    def tracker_init(self: Any, mesh: Any, run_state_sync: bool = True, **kwargs: Any) -> None:
+        real_tracker_init(self, mesh, run_state_sync and state.real, **kwargs)
+
+    tracker._get_device_state = fmode.reentrant(real_device_state)  # type: ignore[method-assign]
+    tracker.__init__ = tracker_init  # type: ignore[method-assign,assignment]
     saved = dist.is_nccl_available
     dist.init_process_group = init_process_group
     dist.is_nccl_available = lambda: True
@@ -153,3 +169,5 @@ def patched_distributed(state: SimState, fmode: SimFunctionMode) -> Iterator[Non
         DDP.__init__ = real_ddp_init  # type: ignore[method-assign]
         DDP.forward = real_ddp_forward  # type: ignore[method-assign]
         DDP.no_sync = real_no_sync  # type: ignore[method-assign]
+        tracker._get_device_state = real_device_state  # type: ignore[method-assign]
+        tracker.__init__ = real_tracker_init  # type: ignore[method-assign]

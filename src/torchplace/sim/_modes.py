@@ -225,7 +225,7 @@ class SimDispatchMode(TorchDispatchMode):
             size = max((t.nbytes for t in tensors_in((args, kwargs, out))), default=0)
             state.collective(out_label, collective, size, _group_size(args, kwargs))
             for t in tensors_in((args, kwargs, out)):
-                if t.nbytes == size and collective == "all_gather":
+                if t.nbytes == size and collective in ("all_gather", "reduce_scatter"):
                     state.classify(t, "communication")
         elif self.on_op is not None and not local.copying:
             self.on_op(func, args, kwargs, out, out_label)

@@ -48,6 +48,7 @@ CATEGORIES = (
     "activations",
     "communication",
     "other",
+    "unsharded_parameters",  # FSDP: the gathered full parameters ("parameters": the shards)
 )
 
 #: CUDA's error for a forked child that uses CUDA after its parent did (torch/cuda/__init__.py
@@ -161,6 +162,16 @@ def _user_code_frame() -> tuple[str, int, str] | None:
     return None
 
 
+def _fsdp_unsharded(module: torch.nn.Module) -> list[torch.Tensor]:
+    """The full parameters an FSDP2 module (``fully_shard``) has gathered and holds now."""
+    get_state = getattr(module, "_get_fsdp_state", None)
+    group = getattr(get_state(), "_fsdp_param_group", None) if get_state else None
+    if group is None:
+        return []
+    params = (getattr(fp, "_unsharded_param", None) for fp in group.fsdp_params)
+    return [p for p in params if p is not None and p.untyped_storage().nbytes() > 0]
+
+
 @dataclass
 class _Storage:
     device: int
@@ -237,6 +248,7 @@ class SimState:
     _frozen: bool = False  # CUDA_VISIBLE_DEVICES was read (at the first CUDA call)
     _current: threading.local = field(default_factory=threading.local)
     _pending_frees: list[int] = field(default_factory=list)
+    _emptied: dict[int, int] = field(default_factory=dict)  # resized to 0 bytes: its device
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @classmethod
@@ -348,8 +360,9 @@ class SimState:
             return None
         if self._pending_frees:
             self.sync()  # a dead storage's address may already belong to a new one
-        rec = self.storages.get(t.untyped_storage()._cdata)
-        return None if rec is None else rec.device
+        key = t.untyped_storage()._cdata
+        rec = self.storages.get(key)
+        return self._emptied.get(key) if rec is None else rec.device
 
     def storage_label(self, storage: Any) -> int | None:
         """The simulated device of an ``UntypedStorage``, or None."""
@@ -359,13 +372,15 @@ class SimState:
         if self._pending_frees:
             self.sync()
         rec = self.storages.get(storage._cdata)
-        return None if rec is None else rec.device
+        return self._emptied.get(storage._cdata) if rec is None else rec.device
 
     def register(self, t: torch.Tensor, device: int) -> None:
         """Account for ``t``'s storage on ``device`` if it is new (views are not)."""
         self.register_storage(t.untyped_storage(), device)
 
-    def register_storage(self, storage: Any, device: int, nbytes: int | None = None) -> None:
+    def register_storage(
+        self, storage: Any, device: int, nbytes: int | None = None, *, finalize: bool = True
+    ) -> None:
         """Account for an ``UntypedStorage`` on ``device`` if it is new; ``nbytes`` (the
         size a GPU kernel would have given a tensor the CPU computed) re-accounts it."""
         if self._pending_frees:
@@ -394,8 +409,36 @@ class SimState:
             self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope, index)
             if self.category_override is not None:
                 self.kinds[key] = self.category_override
-            weakref.finalize(storage, self._pending_frees.append, key)
+            if finalize:
+                weakref.finalize(storage, self._pending_frees.append, key)
             self._after_alloc(dev)
+
+    def resize_storage(self, storage: Any, device: int, nbytes: int) -> None:
+        """``UntypedStorage.resize_`` of a simulated storage. On CUDA it allocates a block of
+        the new size (none for 0), copies, and frees the old block (``resize_bytes_cuda``,
+        aten/src/ATen/native/cuda/Resize.cpp); FSDP2 frees and re-allocates its unsharded
+        parameters this way (``free_storage``/``alloc_storage`` in _fsdp_param.py)."""
+        key = storage._cdata
+        if self._pending_frees:
+            self.sync()
+        rec = self.storages.get(key)
+        if rec is not None and rec.nbytes == nbytes:
+            return
+        if nbytes == 0:
+            if rec is not None:
+                self._free_key(key)
+            self._emptied[key] = device
+            return
+        old_kind = self.kinds.get(key)
+        if rec is None:  # an emptied storage grows again: it has its finalizer already
+            self._emptied.pop(key, None)
+        else:
+            self._free_key(key)
+            self._emptied[key] = device
+        self.register_storage(storage, device, nbytes, finalize=False)
+        self._emptied.pop(key, None)
+        if old_kind is not None:
+            self.kinds[key] = old_kind
 
     def address(self, storage: Any) -> int | None:
         """The simulated device address of a storage (its block's), or None."""
@@ -503,6 +546,7 @@ class SimState:
         )
 
     def _free_key(self, key: int) -> None:
+        self._emptied.pop(key, None)
         rec = self.storages.pop(key, None)
         if rec is not None:
             dev = self.devices[rec.device]
@@ -545,6 +589,9 @@ class SimState:
             self.classify(p, "parameters")
             if p.grad is not None:
                 self.classify(p.grad, "gradients")
+        for m in list(self.modules):
+            for full in _fsdp_unsharded(m):
+                self.classify(full, "unsharded_parameters")
         for opt in opts:
             for values in opt.state.values():
                 for v in values.values():

@@ -30,6 +30,7 @@ CATEGORY_NAMES = (
     "activations",
     "communication",
     "other",
+    "unsharded_parameters",
 )
 
 

@@ -216,15 +216,17 @@ def render_ranks(sweep: list[dict[str, Any]], console: Console) -> None:
     """Per-rank memory and time of ``torchplace sim --nproc-per-node`` (one table per world)."""
     from rich.table import Table
 
-    cats = ("parameters", "gradients", "optimizer_state", "activations", "communication")
+    cats = ("parameters", "unsharded_parameters", "gradients", "optimizer_state", "activations",
+            "communication")  # fmt: skip
     for world in sweep:
         table = Table(
             title=f"Per rank: {world['world']} processes ({world['nproc_per_node']} per node × "
             f"{world['nnodes']} node(s)), each rank simulated on its own",
             title_justify="left",
         )
-        for col in ("rank", "peak alloc.", "peak res.", "params", "grads", "opt. state",
-                    "activ.", "comm. bufs", "step (est.)", "comm.", "verdict"):  # fmt: skip
+        for col in ("rank", "peak alloc.", "peak res.", "params", "unsharded", "grads",
+                    "opt. state", "activ.", "comm. bufs", "step (est.)", "comm.",
+                    "verdict"):  # fmt: skip
             table.add_column(col, justify="left" if col in ("rank", "verdict") else "right")
         for r in world["ranks"]:
             err = r.get("error")
@@ -240,6 +242,12 @@ def render_ranks(sweep: list[dict[str, Any]], console: Console) -> None:
                 f"[{style}]{verdict}[/]",
             )
         console.print(table)
+        console.print(
+            "  params: what each rank keeps (under FSDP its shards); unsharded: FSDP's gathered "
+            "full parameters live at the peak; comm.: the collectives' time over the run (setup "
+            "broadcasts included) per step",
+            style="dim",
+        )
         peaks = {r["peak_allocated_bytes"] for r in world["ranks"]}
         if len(world["ranks"]) > 1 and len(peaks) == 1:
             console.print(
@@ -282,7 +290,11 @@ def render(report: SimReport, console: Console) -> None:
 
     live = Table(title="Live at the peak", title_justify="left")
     live.add_column("device")
-    cats = ("parameters", "gradients", "optimizer_state", "activations", "communication", "other")
+    cats: tuple[str, ...] = (
+        "parameters", "gradients", "optimizer_state", "activations", "communication", "other"
+    )  # fmt: skip
+    if any(d.peak_breakdown.get("unsharded_parameters") for d in report.devices):
+        cats = ("parameters", "unsharded_parameters", *cats[1:])
     for c in cats:
         live.add_column(c.replace("_", " "), justify="right")
     for d in report.devices:
