@@ -112,7 +112,11 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(
-        self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
     ) -> torch.Tensor:
         for _ in range(max_new_tokens):
             ctx = idx if idx.size(1) <= self.cfg.block_size else idx[:, -self.cfg.block_size :]

@@ -24,7 +24,15 @@ for _ in range(5):
     loss.backward()
     optimizer.step()
 path = os.path.join(tempfile.mkdtemp(), "model.tar")
-torch.save({"epoch": 5, "model_state_dict": model.state_dict(), "optimizer_state_dict": optimizer.state_dict(), "loss": loss}, path)
+torch.save(
+    {
+        "epoch": 5,
+        "model_state_dict": model.state_dict(),
+        "optimizer_state_dict": optimizer.state_dict(),
+        "loss": loss,
+    },
+    path,
+)
 
 on_cpu = torch.load(path, map_location="cpu")
 assert on_cpu["model_state_dict"]["0.weight"].device.type == "cpu"

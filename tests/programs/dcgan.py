@@ -30,16 +30,29 @@ def weights_init(m: nn.Module) -> None:
 
 
 netG = nn.Sequential(
-    nn.ConvTranspose2d(nz, ngf * 4, 4, 1, 0, bias=False), nn.BatchNorm2d(ngf * 4), nn.ReLU(True),
-    nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf * 2), nn.ReLU(True),
-    nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf), nn.ReLU(True),
-    nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False), nn.Tanh(),
+    nn.ConvTranspose2d(nz, ngf * 4, 4, 1, 0, bias=False),
+    nn.BatchNorm2d(ngf * 4),
+    nn.ReLU(True),
+    nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
+    nn.BatchNorm2d(ngf * 2),
+    nn.ReLU(True),
+    nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
+    nn.BatchNorm2d(ngf),
+    nn.ReLU(True),
+    nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),
+    nn.Tanh(),
 ).to(device)
 netD = nn.Sequential(
-    nn.Conv2d(nc, ndf, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
-    nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 2), nn.LeakyReLU(0.2, inplace=True),
-    nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 4), nn.LeakyReLU(0.2, inplace=True),
-    nn.Conv2d(ndf * 4, 1, 4, 1, 0, bias=False), nn.Sigmoid(),
+    nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+    nn.LeakyReLU(0.2, inplace=True),
+    nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+    nn.BatchNorm2d(ndf * 2),
+    nn.LeakyReLU(0.2, inplace=True),
+    nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),
+    nn.BatchNorm2d(ndf * 4),
+    nn.LeakyReLU(0.2, inplace=True),
+    nn.Conv2d(ndf * 4, 1, 4, 1, 0, bias=False),
+    nn.Sigmoid(),
 ).to(device)
 netG.apply(weights_init)
 netD.apply(weights_init)
@@ -54,7 +67,7 @@ dataloader = DataLoader(TensorDataset(images), batch_size=32, shuffle=True)
 
 history = []
 for epoch in range(2):
-    for i, (data,) in enumerate(dataloader):
+    for (data,) in dataloader:
         netD.zero_grad()
         real_cpu = data.to(device)
         b_size = real_cpu.size(0)

@@ -49,11 +49,20 @@ torch.manual_seed(0)
 x = torch.rand(512, 20)
 dataset = TensorDataset(x, x.sum(dim=1, keepdim=True))
 model = torch.nn.Linear(20, 1)
-loader = DataLoader(dataset, batch_size=32, pin_memory=True, shuffle=False, sampler=DistributedSampler(dataset))
-trainer = Trainer(model, loader, torch.optim.SGD(model.parameters(), lr=1e-2), os.path.join(tempfile.gettempdir(), "snapshot.pt"))
+loader = DataLoader(
+    dataset, batch_size=32, pin_memory=True, shuffle=False, sampler=DistributedSampler(dataset)
+)
+trainer = Trainer(
+    model,
+    loader,
+    torch.optim.SGD(model.parameters(), lr=1e-2),
+    os.path.join(tempfile.gettempdir(), "snapshot.pt"),
+)
 trainer.train(4)
 assert trainer.losses[-1] < trainer.losses[0], trainer.losses
-assert next(trainer.model.parameters()).device == torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+assert next(trainer.model.parameters()).device == torch.device(
+    "cuda", int(os.environ["LOCAL_RANK"])
+)
 destroy_process_group()
 
 EXPECT = {"options": ["--nproc-per-node", "2"], "values": ["real"]}

@@ -15,9 +15,15 @@ from transformers import BertConfig, BertForSequenceClassification, get_linear_s
 device = torch.device("cuda")
 torch.manual_seed(0)
 config = BertConfig(
-    vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-    intermediate_size=128, max_position_embeddings=64, num_labels=2,
-    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    vocab_size=100,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    max_position_embeddings=64,
+    num_labels=2,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
 )
 model = BertForSequenceClassification(config).to(device)
 
@@ -27,7 +33,9 @@ for _ in range(64):
     label = int(torch.randint(0, 2, (1,), generator=g))
     n = int(torch.randint(5, 16, (1,), generator=g))
     ids = torch.randint(10, 50, (n,), generator=g) + 50 * label  # the label shows in the tokens
-    examples.append({"input_ids": torch.cat([torch.tensor([1]), ids, torch.tensor([2])]), "label": label})
+    examples.append(
+        {"input_ids": torch.cat([torch.tensor([1]), ids, torch.tensor([2])]), "label": label}
+    )
 
 
 def collate(batch: list[dict]) -> dict[str, torch.Tensor]:

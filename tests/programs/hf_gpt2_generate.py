@@ -13,7 +13,16 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 device = "cuda"
 torch.manual_seed(0)
-config = GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=128, n_positions=64, pad_token_id=0, bos_token_id=1, eos_token_id=None)
+config = GPT2Config(
+    n_layer=2,
+    n_head=4,
+    n_embd=64,
+    vocab_size=128,
+    n_positions=64,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=None,
+)
 model = GPT2LMHeadModel(config).to(device).eval()
 input_ids = torch.randint(1, 128, (2, 6), device=device)
 attention_mask = torch.ones_like(input_ids)

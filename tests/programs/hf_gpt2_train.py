@@ -30,10 +30,12 @@ for i in range(0, 4 * 8 * 32, 4 * 32):
 
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
 num_steps = 3 * len(batches)
-lr_scheduler = get_scheduler("linear", optimizer=optimizer, num_warmup_steps=2, num_training_steps=num_steps)
+lr_scheduler = get_scheduler(
+    "linear", optimizer=optimizer, num_warmup_steps=2, num_training_steps=num_steps
+)
 losses = []
 model.train()
-for epoch in range(3):
+for _ in range(3):
     for batch in batches:
         batch = {k: v.to(device) for k, v in batch.items()}
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):

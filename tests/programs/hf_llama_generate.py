@@ -15,8 +15,13 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 device = "cuda"
 torch.manual_seed(0)
 config = LlamaConfig(
-    vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
 )
 model = LlamaForCausalLM(config).to(device, torch.bfloat16).eval()
 prompt = torch.randint(0, 128, (1, 7), device=device)
@@ -27,7 +32,7 @@ cache = DynamicCache(config=config)
 ids = prompt
 with torch.no_grad():
     out = model(ids, past_key_values=cache, use_cache=True)
-    for step in range(6):
+    for _ in range(6):
         next_id = out.logits[:, -1].argmax(-1, keepdim=True)
         ids = torch.cat([ids, next_id], dim=1)
         position = torch.tensor([ids.shape[1] - 1], device=device)

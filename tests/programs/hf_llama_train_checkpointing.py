@@ -13,8 +13,13 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 config = LlamaConfig(
-    vocab_size=128, hidden_size=64, intermediate_size=256, num_hidden_layers=4,
-    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=256,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    max_position_embeddings=128,
 )
 peaks, losses = {}, {}
 for checkpointing in (False, True):
@@ -29,7 +34,7 @@ for checkpointing in (False, True):
     data = torch.randint(0, 128, (16,)).repeat(2 * 8 * 8)[: 2 * 8 * 64].view(2, 8, 64)
     torch.cuda.reset_peak_memory_stats()
     losses[checkpointing] = []
-    for step in range(6):
+    for _ in range(6):
         for micro in data:
             micro = micro.to("cuda")
             loss = model(input_ids=micro, labels=micro).loss / len(data)

@@ -14,8 +14,12 @@ from transformers import ResNetConfig, ResNetForImageClassification
 device = torch.device("cuda")
 torch.manual_seed(0)
 config = ResNetConfig(
-    num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
-    layer_type="basic", num_labels=3,
+    num_channels=3,
+    embedding_size=16,
+    hidden_sizes=[16, 32],
+    depths=[1, 1],
+    layer_type="basic",
+    num_labels=3,
 )
 model = ResNetForImageClassification(config).to(device, memory_format=torch.channels_last)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)

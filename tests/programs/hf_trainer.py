@@ -28,7 +28,11 @@ class Toy(Dataset):
         return len(self.labels)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.ids[i], "attention_mask": torch.ones(12, dtype=torch.long), "labels": self.labels[i]}
+        return {
+            "input_ids": self.ids[i],
+            "attention_mask": torch.ones(12, dtype=torch.long),
+            "labels": self.labels[i],
+        }
 
 
 def compute_metrics(eval_pred) -> dict[str, float]:
@@ -37,17 +41,36 @@ def compute_metrics(eval_pred) -> dict[str, float]:
 
 
 config = BertConfig(
-    vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-    intermediate_size=64, max_position_embeddings=32, num_labels=2,
-    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    vocab_size=100,
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=32,
+    num_labels=2,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
 )
 model = BertForSequenceClassification(config)
 args = TrainingArguments(
-    output_dir=tempfile.mkdtemp(), per_device_train_batch_size=16, per_device_eval_batch_size=32,
-    num_train_epochs=8, learning_rate=1e-3, eval_strategy="epoch", save_strategy="no",
-    logging_steps=2, report_to=[], seed=0,
+    output_dir=tempfile.mkdtemp(),
+    per_device_train_batch_size=16,
+    per_device_eval_batch_size=32,
+    num_train_epochs=8,
+    learning_rate=1e-3,
+    eval_strategy="epoch",
+    save_strategy="no",
+    logging_steps=2,
+    report_to=[],
+    seed=0,
 )
-trainer = Trainer(model=model, args=args, train_dataset=Toy(96, 0), eval_dataset=Toy(32, 1), compute_metrics=compute_metrics)
+trainer = Trainer(
+    model=model,
+    args=args,
+    train_dataset=Toy(96, 0),
+    eval_dataset=Toy(32, 1),
+    compute_metrics=compute_metrics,
+)
 result = trainer.train()
 metrics = trainer.evaluate()
 print(result, metrics)

@@ -14,8 +14,14 @@ from transformers import ViTConfig, ViTForImageClassification
 device = "cuda"
 torch.manual_seed(0)
 config = ViTConfig(
-    image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2,
-    num_attention_heads=4, intermediate_size=128, num_labels=4,
+    image_size=32,
+    patch_size=8,
+    num_channels=3,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    num_labels=4,
 )
 model = ViTForImageClassification(config).to(device)
 labels = torch.arange(64) % 4
@@ -24,7 +30,7 @@ loader = DataLoader(TensorDataset(images, labels), batch_size=16, shuffle=True, 
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 scaler = torch.amp.GradScaler("cuda")
 losses = []
-for epoch in range(3):
+for _ in range(3):
     model.train()
     for pixel_values, y in loader:
         pixel_values = pixel_values.to(device, non_blocking=True)

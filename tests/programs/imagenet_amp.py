@@ -39,9 +39,15 @@ class BasicBlock(nn.Module):
 
 def resnet(num_classes: int) -> nn.Module:
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True),
-        BasicBlock(16, 16, 1), BasicBlock(16, 32, 2), BasicBlock(32, 64, 2),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, num_classes),
+        nn.Conv2d(3, 16, 3, 1, 1, bias=False),
+        nn.BatchNorm2d(16),
+        nn.ReLU(inplace=True),
+        BasicBlock(16, 16, 1),
+        BasicBlock(16, 32, 2),
+        BasicBlock(32, 64, 2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, num_classes),
     )
 
 
@@ -50,7 +56,10 @@ def accuracy(output: torch.Tensor, target: torch.Tensor, topk=(1,)) -> list[torc
         maxk = max(topk)
         _, pred = output.topk(maxk, 1, True, True)
         correct = pred.t().eq(target.view(1, -1).expand_as(pred.t()))
-        return [correct[:k].reshape(-1).float().sum(0, keepdim=True).mul_(100.0 / target.size(0)) for k in topk]
+        return [
+            correct[:k].reshape(-1).float().sum(0, keepdim=True).mul_(100.0 / target.size(0))
+            for k in topk
+        ]
 
 
 class AverageMeter:
@@ -95,7 +104,12 @@ for epoch in range(3):
         scaler.step(optimizer)
         scaler.update()
     epoch_loss.append(losses.avg)
-    state = {"epoch": epoch + 1, "state_dict": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}
+    state = {
+        "epoch": epoch + 1,
+        "state_dict": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(),
+    }
     torch.save(state, os.path.join(tempfile.gettempdir(), "checkpoint.pth.tar"))
     print(f"epoch {epoch}: loss {losses.avg:.3f} acc@1 {top1.avg:.1f} acc@5 {top5.avg:.1f}")
 

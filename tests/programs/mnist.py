@@ -52,7 +52,9 @@ def train(args, model, device, loader, optimizer, epoch) -> None:
         loss.backward()
         optimizer.step()
         if batch_idx % args.log_interval == 0:
-            print(f"Train Epoch: {epoch} [{batch_idx * len(data)}/{len(loader.dataset)}]\tLoss: {loss.item():.6f}")
+            print(
+                f"Train Epoch: {epoch} [{batch_idx * len(data)}/{len(loader.dataset)}]\tLoss: {loss.item():.6f}"
+            )
 
 
 def test(model, device, loader) -> tuple[float, float]:

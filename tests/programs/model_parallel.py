@@ -57,4 +57,8 @@ for model in (ToyModel(), PipelineModel(split_size=5)):
     assert model.net1.weight.grad.device == torch.device("cuda", 0)
     assert losses[-1] < losses[0], losses
 
-EXPECT = {"gpus": 2, "values": ["real"], "transfers": {"d2d": {"count": 100}}}  # per step: 1 + 4 activation copies forward, as many gradients back
+EXPECT = {
+    "gpus": 2,
+    "values": ["real"],
+    "transfers": {"d2d": {"count": 100}},
+}  # per step: 1 + 4 activation copies forward, as many gradients back

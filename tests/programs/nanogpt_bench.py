@@ -52,4 +52,7 @@ print(f"time per iteration: {results[1]:.4f} ms, MFU: {mfu * 100:.2f}%")
 assert results[1] > 0 and all(math.isfinite(v) for v in losses)
 assert 0 < mfu <= 1
 
-EXPECT = {"values": ["real"], "syncs": [{"kind": "item", "line": "losses.append(loss.item())", "count": 8}]}
+EXPECT = {
+    "values": ["real"],
+    "syncs": [{"kind": "item", "line": "losses.append(loss.item())", "count": 8}],
+}

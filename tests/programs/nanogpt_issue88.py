@@ -23,5 +23,8 @@ EXPECT = {
     "gpu": "V100-SXM2-16GB",
     "values": ["placeholder"],
     "exit": 1,
-    "error": {"type": "OutOfMemoryError", "message": r"CUDA out of memory\. Tried to allocate 6\.\d\d GiB.*"},
+    "error": {
+        "type": "OutOfMemoryError",
+        "message": r"CUDA out of memory\. Tried to allocate 6\.\d\d GiB.*",
+    },
 }

@@ -59,9 +59,13 @@ data = np.memmap(data_path, dtype=np.uint16, mode="r")
 def get_batch() -> tuple[torch.Tensor, torch.Tensor]:
     ix = torch.randint(len(data) - block_size, (batch_size,))
     x = torch.stack([torch.from_numpy(data[i : i + block_size].astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy(data[i + 1 : i + 1 + block_size].astype(np.int64)) for i in ix])
+    y = torch.stack(
+        [torch.from_numpy(data[i + 1 : i + 1 + block_size].astype(np.int64)) for i in ix]
+    )
     if device_type == "cuda":
-        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(
+            device, non_blocking=True
+        )
     return x.to(device), y.to(device)
 
 
@@ -139,9 +143,19 @@ assert torch.cuda.max_memory_allocated() > 0
 
 EXPECT = {
     "args": [
-        "--batch_size=8", "--block_size=64", "--n_layer=2", "--n_head=4", "--n_embd=64",
-        "--vocab_size=128", "--max_iters=20", "--eval_interval=10", "--eval_iters=2",
-        "--warmup_iters=5", "--lr_decay_iters=20", "--learning_rate=3e-3", "--min_lr=3e-4",
+        "--batch_size=8",
+        "--block_size=64",
+        "--n_layer=2",
+        "--n_head=4",
+        "--n_embd=64",
+        "--vocab_size=128",
+        "--max_iters=20",
+        "--eval_interval=10",
+        "--eval_iters=2",
+        "--warmup_iters=5",
+        "--lr_decay_iters=20",
+        "--learning_rate=3e-3",
+        "--min_lr=3e-4",
     ],
     "values": ["real"],
 }

@@ -33,7 +33,10 @@ class RNNModel(nn.Module):
 
     def init_hidden(self, bsz: int):
         weight = next(self.parameters())
-        return (weight.new_zeros(self.nlayers, bsz, self.nhid), weight.new_zeros(self.nlayers, bsz, self.nhid))
+        return (
+            weight.new_zeros(self.nlayers, bsz, self.nhid),
+            weight.new_zeros(self.nlayers, bsz, self.nhid),
+        )
 
 
 words = ("the cat sat on the mat and the dog ate the bone while the bird sang " * 60).split()
@@ -91,7 +94,9 @@ for epoch in range(1, 4):
         for p in model.parameters():
             p.data.add_(p.grad, alpha=-lr)
     val_losses.append(evaluate(val_data))
-    print(f"| end of epoch {epoch} | valid loss {val_losses[-1]:5.2f} | valid ppl {math.exp(val_losses[-1]):8.2f}")
+    print(
+        f"| end of epoch {epoch} | valid loss {val_losses[-1]:5.2f} | valid ppl {math.exp(val_losses[-1]):8.2f}"
+    )
     if best_val_loss is None or val_losses[-1] < best_val_loss:
         best_val_loss = val_losses[-1]
     else:
