@@ -101,4 +101,4 @@ assert fake.shape == (16, nc, 32, 32) and fake.abs().max() <= 1
 assert all(math.isfinite(v) for row in history for v in row)
 assert 0 < D_x < 1
 
-EXPECT = {"values": ["real"]}
+EXPECT = {"heavy": True, "values": ["real"]}

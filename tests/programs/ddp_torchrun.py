@@ -65,4 +65,9 @@ assert next(trainer.model.parameters()).device == torch.device(
 )
 destroy_process_group()
 
-EXPECT = {"options": ["--nproc-per-node", "2"], "values": ["real"]}
+EXPECT = {
+    "options": ["--nproc-per-node", "2"],
+    "values": ["placeholder"],  # what --nproc-per-node runs: --values real is refused
+    "xfail": "--nproc-per-node simulates each rank with placeholder values (a simulated rank has "
+    "no other ranks to exchange data with), so loss.item() is 0.0 and the loss-falls check fails",
+}

@@ -72,4 +72,4 @@ for epoch in range(8):
 assert accuracy[-1] > 0.75, accuracy
 assert outputs.logits.is_cuda
 
-EXPECT = {"values": ["real"]}
+EXPECT = {"heavy": True, "values": ["real"]}

@@ -34,4 +34,4 @@ on_gpu = AutoModelForCausalLM.from_pretrained(path, device_map=0)
 assert next(on_gpu.parameters()).device == torch.device("cuda", 0)
 assert torch.cuda.max_memory_allocated() > 0
 
-EXPECT = {"values": ["real"]}
+EXPECT = {"heavy": True, "values": ["real"]}

@@ -45,4 +45,4 @@ assert bn.running_mean.is_cuda and bn.running_mean.abs().sum().cpu() > 0
 assert losses[-1] < losses[0], losses
 assert pred.shape == (24,)
 
-EXPECT = {"values": ["real"]}
+EXPECT = {"heavy": True, "values": ["real"]}

@@ -80,4 +80,4 @@ assert next(model.parameters()).is_cuda
 assert losses[-1] < losses[0], losses
 assert metrics["eval_accuracy"] > 0.75, metrics
 
-EXPECT = {"values": ["real"]}
+EXPECT = {"heavy": True, "values": ["real"]}

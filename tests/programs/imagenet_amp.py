@@ -117,4 +117,4 @@ assert epoch_loss[-1] < epoch_loss[0], epoch_loss
 assert top5.avg >= top1.avg
 assert torch.cuda.current_device() == gpu
 
-EXPECT = {"values": ["real"]}
+EXPECT = {"heavy": True, "values": ["real"]}

@@ -102,4 +102,4 @@ for epoch in range(1, args.epochs + 1):
 assert use_cuda and next(model.parameters()).is_cuda
 assert last[0] < first[0] and last[1] > 0.5, (first, last)
 
-EXPECT = {"values": ["real"]}
+EXPECT = {"heavy": True, "values": ["real"]}

@@ -53,6 +53,7 @@ assert results[1] > 0 and all(math.isfinite(v) for v in losses)
 assert 0 < mfu <= 1
 
 EXPECT = {
+    "heavy": True,
     "values": ["real"],
     "syncs": [{"kind": "item", "line": "losses.append(loss.item())", "count": 8}],
 }

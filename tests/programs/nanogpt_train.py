@@ -142,6 +142,7 @@ assert back["model"]["head.weight"].is_cuda and back["iter_num"] == max_iters
 assert torch.cuda.max_memory_allocated() > 0
 
 EXPECT = {
+    "heavy": True,
     "args": [
         "--batch_size=8",
         "--block_size=64",

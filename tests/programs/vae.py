@@ -69,4 +69,4 @@ for epoch in range(1, 4):
 assert epoch_losses[-1] < epoch_losses[0], epoch_losses
 assert grid.device.type == "cpu" and grid.min() >= 0 and grid.max() <= 1
 
-EXPECT = {"values": ["real"]}
+EXPECT = {"heavy": True, "values": ["real"]}
