@@ -654,8 +654,9 @@ def patched_torch(
         (torch, "device", _Device),
         # nn.LSTM/GRU/RNN on CUDA pack their weights into one cuDNN buffer
         # (torch._cudnn_rnn_flatten_weight, which has no kernel for the backing tensors: a CUDA
-        # build without a driver raised NotImplementedError). The weights' bytes are the same
-        # either way; RNNs run the native kernels, as the CPU build already did.
+        # build without a driver raised NotImplementedError). The flat buffer replaces the
+        # separate weights, so the bytes are the same (not modelled: both live while it is
+        # built); RNNs run the native kernels, as the CPU build already did.
         (torch.nn.RNNBase, "flatten_parameters", lambda self: None),
         # reached from inside torch.nn.functional's own functions (multi-head attention)
         (F, "scaled_dot_product_attention", fmode.reentrant(_SDPA)),
