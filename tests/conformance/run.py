@@ -8,8 +8,8 @@ the simulator's JSON report must say (read here with ``ast.literal_eval``, never
 
 ``EXPECT`` keys (all optional):
 
-- ``gpu``, ``gpus``, ``env``, ``args``: how to run it (``torchplace sim`` options, the
-  environment, the script's arguments); ``values``: the value modes to run it in
+- ``gpu``, ``gpus``, ``options``, ``env``, ``args``: how to run it (``torchplace sim``
+  options, more of them as a list, the environment, the script's arguments); ``values``: the value modes to run it in
   (default ``["real", "placeholder"]``); ``sim_only``: it checks the simulator itself,
   so ``--gpu-run`` skips it (say why in the docstring).
 - ``exit``: the exit code (default 0).
@@ -61,8 +61,9 @@ class Case:
         return list(self.expect.get("values", ["real", "placeholder"]))
 
 
-def load(path: Path) -> Case:
-    """Read a case's ``EXPECT`` literal without running the case."""
+def load(path: Path, *, source: bool = True) -> Case:
+    """Read a case's ``EXPECT`` literal without running the case; ``source``: its docstring
+    must name a ``Source:``."""
     tree = ast.parse(path.read_text(), str(path))
     expect: dict[str, Any] = {}
     for node in tree.body:
@@ -70,7 +71,7 @@ def load(path: Path) -> Case:
             isinstance(t, ast.Name) and t.id == "EXPECT" for t in node.targets
         ):
             expect = ast.literal_eval(node.value)
-    if not ast.get_docstring(tree) or "Source:" not in (ast.get_docstring(tree) or ""):
+    if source and "Source:" not in (ast.get_docstring(tree) or ""):
         raise ValueError(f"{path.name}: the docstring must say what a GPU does and its Source:")
     return Case(path, expect)
 
@@ -103,6 +104,7 @@ def simulate(
         cmd += ["--gpu", e["gpu"]]
     if "gpus" in e:
         cmd += ["--gpus", str(e["gpus"])]
+    cmd += e.get("options", [])
     cmd += [str(case.path), *e.get("args", [])]
     env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
     env.update(e.get("env", {}))

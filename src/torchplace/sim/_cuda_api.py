@@ -531,6 +531,31 @@ def _group_by_device(state: SimState) -> Callable[..., Any]:
     return group
 
 
+_REAL_DEVICE = torch.device
+
+
+class _DeviceType(type):
+    """``torch.device`` as a CUDA machine has it: a bare ordinal, ``torch.device(0)``, names
+    a device of the current accelerator (torch/csrc/Device.cpp THPDevice_pynew; docs, Tensor
+    Attributes: "treated as the current accelerator type"), which a CPU build has none of.
+    Instances and ``isinstance`` stay torch's own."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _REAL_DEVICE)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, _REAL_DEVICE)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> torch.device:
+        if len(args) == 1 and not kwargs and type(args[0]) is int:
+            return _REAL_DEVICE("cuda", args[0])
+        return _REAL_DEVICE(*args, **kwargs)
+
+
+class _Device(metaclass=_DeviceType):
+    pass
+
+
 @contextlib.contextmanager
 def patched_torch(
     state: SimState, fmode: SimFunctionMode, *, write_files: bool = False
@@ -592,6 +617,9 @@ def patched_torch(
         # Module.to(0) / model.to(rank): an int names a CUDA device, as on a GPU machine
         if args and isinstance(args[0], int) and not isinstance(args[0], bool):
             args = (torch.device("cuda", args[0]), *args[1:])
+        if not args and "device" in kwargs:  # Module.to(device=0): as the positional form
+            device = kwargs.pop("device")
+            args = (torch.device("cuda", device) if type(device) is int else device,)
         return real_parse_to(*args, **kwargs)
 
     def checkpoint_metadata(x: torch.Tensor) -> dict[str, Any]:
@@ -633,6 +661,13 @@ def patched_torch(
             fmode.engine(torch.autograd._engine_run_backward),  # type: ignore[attr-defined]
         ),
         (torch, "Generator", SimGenerator),
+        (torch, "device", _Device),
+        # nn.LSTM/GRU/RNN on CUDA pack their weights into one cuDNN buffer
+        # (torch._cudnn_rnn_flatten_weight, which has no kernel for the backing tensors: a CUDA
+        # build without a driver raised NotImplementedError). The flat buffer replaces the
+        # separate weights, so the bytes are the same (not modelled: both live while it is
+        # built); RNNs run the native kernels, as the CPU build already did.
+        (torch.nn.RNNBase, "flatten_parameters", lambda self: None),
         # reached from inside torch.nn.functional's own functions (multi-head attention)
         (F, "scaled_dot_product_attention", fmode.reentrant(_SDPA)),
         (F, "dropout", fmode.reentrant(_DROPOUT)),

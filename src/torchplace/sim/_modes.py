@@ -617,6 +617,8 @@ class SimFunctionMode(TorchFunctionMode):
         else:
             if args and isinstance(args[0], int) and not isinstance(args[0], bool):
                 args = (torch.device("cuda", args[0]), *args[1:])
+            if type(kwargs.get("device")) is int:  # x.to(device=0), as transformers loads
+                kwargs["device"] = torch.device("cuda", kwargs["device"])
             device, dtype, non_blocking, fmt = torch._C._nn._parse_to(*args, **kwargs)
         return self._move(x, device, dtype, bool(non_blocking), fmt, copy=copy)
 
