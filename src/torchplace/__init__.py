@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "lint": "torchplace",
     "simulate": "torchplace.sim",
     "SimReport": "torchplace.sim",
+    "find_max": "torchplace.sim.search",
     "Runner": "torchplace.runner",
     "save": "torchplace.runner",
     "load": "torchplace.runner",
@@ -53,6 +54,7 @@ __all__ = [
     "device",
     "devices",
     "explain_auto",
+    "find_max",
     "guard_same_device",
     "lint",
     "load",
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
     )
     from torchplace.runner import Runner, load, save
     from torchplace.sim import SimReport, simulate
+    from torchplace.sim.search import find_max
 
 
 def __getattr__(name: str) -> Any:
