@@ -24,7 +24,7 @@ import torch
 
 from torchplace.cost import OpCost, transfer_seconds
 from torchplace.sim._comm import Topology
-from torchplace.sim._trace import WORKSPACE, Trace
+from torchplace.sim._trace import CATEGORY_NAMES, WORKSPACE, Trace
 from torchplace.sim.allocator import AllocatorOOM, CachingAllocatorModel
 
 if TYPE_CHECKING:
@@ -41,15 +41,7 @@ __all__ = [
     "user_frame",
 ]
 
-CATEGORIES = (
-    "parameters",
-    "gradients",
-    "optimizer_state",
-    "activations",
-    "communication",
-    "other",
-    "unsharded_parameters",  # FSDP: the gathered full parameters ("parameters": the shards)
-)
+CATEGORIES = CATEGORY_NAMES  # what the memory at the peak is broken down into
 
 #: CUDA's error for a forked child that uses CUDA after its parent did (torch/cuda/__init__.py
 #: _lazy_init).

@@ -30,7 +30,7 @@ CATEGORY_NAMES = (
     "activations",
     "communication",
     "other",
-    "unsharded_parameters",
+    "unsharded_parameters",  # FSDP: the gathered full parameters ("parameters": the shards)
 )
 
 

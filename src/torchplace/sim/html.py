@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchplace._units import format_bytes
+from torchplace.sim.report import seconds_text
 from torchplace.sim.timeline import COLOURS, sections, unit
 
 if TYPE_CHECKING:
@@ -46,14 +47,6 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 24, 42
 
 def _e(value: Any) -> str:
     return escape(str(value), quote=True)
-
-
-def _seconds(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s >= 1:
-        return f"{s:.2f} s"
-    return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} µs"
 
 
 def _where(file: str | None, line: int | None) -> str:
@@ -145,7 +138,7 @@ def _plan(plan: dict[str, Any]) -> str:
                 _e(format_bytes(g["peak_reserved_bytes"])),
                 _e(format_bytes(g["headroom_bytes"])) if not oom else "-",
                 verdict,
-                _e(_seconds(g.get("estimated_step_seconds"))) if not oom else "-",
+                _e(seconds_text(g.get("estimated_step_seconds"))) if not oom else "-",
             ]
         )
     runs = "; ".join(f"ran on {r['gpu']} for {', '.join(r['class'])}" for r in plan["runs"])
@@ -177,7 +170,7 @@ def _section(n: int, s: dict[str, Any], report: SimReport) -> str:
         f" · capacity {_e(format_bytes(s['capacity_bytes']))} (the allocator may use "
         f"{_e(format_bytes(s['limit_bytes']))}: capacity − CUDA context) · "
         f"<span class='{'good' if s['verdict'] == 'fits' else 'bad'}'>{_e(s['verdict'])}</span>"
-        f" · step (est.) {_e(_seconds(s['step_seconds']))}</p>"
+        f" · step (est.) {_e(seconds_text(s['step_seconds']))}</p>"
     )
     if t is None:
         chart = "<p class='dim'>No timeline: the run recorded none (its process died).</p>"
@@ -320,7 +313,7 @@ def _x_axis(t: dict[str, Any], x: Any, pw: float) -> str:
         anchor = "start" if k == 0 else "end" if k == 5 else "middle"
         out.append(
             f"<text class='tick' x='{xx}' y='{_H - _BOTTOM + 16}' text-anchor='{anchor}'>"
-            f"{_e(_seconds(secs[i]))}</text>"
+            f"{_e(seconds_text(secs[i]))}</text>"
         )
     out.append(
         f"<text class='axis' x='{_LEFT + pw / 2}' y='{_H - 6}' text-anchor='middle'>"
@@ -392,14 +385,14 @@ def _moves(report: SimReport) -> str:
 
 def _time(report: SimReport) -> str:
     rows = [
-        [f"cuda:{d.index}", _e(_seconds(d.estimated_step_seconds)), _e(d.steps),
-         _e(_seconds(d.estimated_total_seconds)), _e(d.bound or "-")]
+        [f"cuda:{d.index}", _e(seconds_text(d.estimated_step_seconds)), _e(d.steps),
+         _e(seconds_text(d.estimated_total_seconds)), _e(d.bound or "-")]
         for d in report.devices
     ]  # fmt: skip
     if report.ranks:
         rows = [
-            [f"rank {r['rank']} of {w['world']}", _e(_seconds(r.get("step_seconds"))), "-",
-             "-", _e(f"communication {_seconds(r.get('communication_seconds'))}")]
+            [f"rank {r['rank']} of {w['world']}", _e(seconds_text(r.get("step_seconds"))), "-",
+             "-", _e(f"communication {seconds_text(r.get('communication_seconds'))}")]
             for w in report.ranks
             for r in w["ranks"]
         ]  # fmt: skip

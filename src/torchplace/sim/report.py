@@ -170,7 +170,7 @@ class SimReport:
             )
 
 
-def _seconds(s: float | None) -> str:
+def seconds_text(s: float | None) -> str:
     if s is None:
         return "-"
     if s >= 1:
@@ -203,7 +203,7 @@ def render_plan(plan: dict[str, Any], console: Console) -> None:
             format_bytes(g["peak_reserved_bytes"]),
             format_bytes(g["headroom_bytes"]) if not oom else "-",
             verdict,
-            _seconds(g.get("estimated_step_seconds")) if not oom else "-",
+            seconds_text(g.get("estimated_step_seconds")) if not oom else "-",
         )
     console.print(table)
     for run in plan.get("runs", []):
@@ -237,8 +237,8 @@ def render_ranks(sweep: list[dict[str, Any]], console: Console) -> None:
                 format_bytes(r["peak_allocated_bytes"]),
                 format_bytes(r["peak_reserved_bytes"]),
                 *(format_bytes(r["peak_breakdown"].get(c, 0)) for c in cats),
-                _seconds(r.get("step_seconds")),
-                _seconds(r.get("communication_seconds")),
+                seconds_text(r.get("step_seconds")),
+                seconds_text(r.get("communication_seconds")),
                 f"[{style}]{verdict}[/]",
             )
         console.print(table)
@@ -330,9 +330,9 @@ def render(report: SimReport, console: Console) -> None:
     for d in report.devices:
         est.add_row(
             f"cuda:{d.index}",
-            _seconds(d.estimated_step_seconds),
+            seconds_text(d.estimated_step_seconds),
             str(d.steps),
-            _seconds(d.estimated_total_seconds),
+            seconds_text(d.estimated_total_seconds),
             d.bound or "-",
         )
     console.print(est)
@@ -415,7 +415,7 @@ def render_find_max(token: str, results: dict[str, Any], console: Console) -> No
                 str(p.size),
                 format_bytes(p.peak_allocated_bytes),
                 format_bytes(p.peak_reserved_bytes),
-                _seconds(p.step_seconds),
+                seconds_text(p.step_seconds),
                 f"{p.per_second:,.0f}" if p.per_second else "-",
                 verdict,
             )
