@@ -319,7 +319,7 @@ def render(report: SimReport, console: Console) -> None:
         moves.add_row(f"sync: {s['kind']}", str(s["count"]), f"{s['file']}:{s['line']}")
     console.print(moves)
     for s in report.syncs[:10]:
-        _print_advice(console, s.get("lint", []), f"sync at line {s['line']}")
+        _print_advice(console, s.get("lint", []), f"sync at line {s['line']}", s["line"])
 
     est = Table(title="Estimated time (roofline estimate, not a measurement)", title_justify="left")
     est.add_column("device")
@@ -377,13 +377,16 @@ def render(report: SimReport, console: Console) -> None:
         e = report.error
         where = f" at {e['file']}:{e['line']}" if e.get("file") else ""
         console.print(f"[bold red]error{where}:[/] {e['type']}: {e['message']}")
-        _print_advice(console, e.get("lint", []), "the error")
+        _print_advice(console, e.get("lint", []), "the error", e.get("line"))
 
 
-def _print_advice(console: Console, findings: list[dict[str, Any]], what: str) -> None:
+def _print_advice(
+    console: Console, findings: list[dict[str, Any]], what: str, line: int | None
+) -> None:
     """The linter's rule behind an event, with its fix (``torchplace lint`` finds it too)."""
     for f in findings:
-        console.print(f"  {what}: {f['code']} at line {f['line']} — {f['hint']} ({f['doc']})")
+        at = "" if f["line"] == line else f" at line {f['line']}"
+        console.print(f"  {what}: {f['code']}{at} — {f['hint']} ({f['doc']})")
 
 
 def print_report(report: SimReport, *, file: Any = None) -> None:
