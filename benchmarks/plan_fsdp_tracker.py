@@ -16,7 +16,7 @@ the root, AdamW foreach), each side in a process of its own:
 Attention runs PyTorch's math kernel on both sides (the CPU's and the H100's default
 kernels differ in what they save for backward).
 
-Run: .venv/bin/python benchmarks/plan_fsdp_tracker.py [--steps 2] [--batch 2] [--seq 64]
+Run: .venv/bin/python benchmarks/plan_fsdp_tracker.py [--model gpt2] [--steps 2] [--batch 2]
 """
 
 from __future__ import annotations
@@ -81,14 +81,26 @@ def simulated(argv: list[str]) -> dict[str, Any]:
     }
 
 
+def compare(options: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The tracker's and the simulator's figures for this script's ``options``, each side
+    in a fresh process (both make a process group)."""
+    sides = []
+    for side in ("tracker", "simulated"):
+        cmd = [sys.executable, __file__, "--side", side, *options]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        sides.append(json.loads(out.strip().splitlines()[-1]))
+    return sides[0], sides[1]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--side", choices=("tracker", "simulated"), help=argparse.SUPPRESS)
+    p.add_argument("--model", choices=sorted(plan_train.CONFIGS), default="gpt2")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=64)
     args = p.parse_args()
-    argv = ["--model", "gpt2", "--strategy", "fsdp", "--batch", str(args.batch)]
+    argv = ["--model", args.model, "--strategy", "fsdp", "--batch", str(args.batch)]
     argv += ["--seq", str(args.seq), "--steps", str(args.steps)]
     if args.side:
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -97,14 +109,9 @@ def main() -> None:
             result = tracker(argv) if args.side == "tracker" else simulated(argv)
         print(json.dumps(result))
         return
-    sides = {}
-    for side in ("tracker", "simulated"):
-        cmd = [sys.executable, __file__, "--side", side, *sys.argv[1:]]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        sides[side] = json.loads(out.strip().splitlines()[-1])
-    t, s = sides["tracker"], sides["simulated"]
+    t, s = compare(sys.argv[1:])
     mib = 2**20
-    print(f"torch {torch.__version__}; GPT-2 small, FSDP2, rank 0 of {WORLD}, {' '.join(argv)}")
+    print(f"torch {torch.__version__}; FSDP2, rank 0 of {WORLD}, {' '.join(argv)}")
     print(f"FSDPMemTracker peak (CPU, unrounded)     {t['peak'] / mib:10.2f} MiB")
     for k, v in t["by"].items():
         print(f"  {k:38} {v / mib:10.2f} MiB")
