@@ -1,6 +1,7 @@
 """A training script written for torchrun, as people write them: DDP or FSDP2 on CUDA.
 
-Used by ``plan_accuracy.py``, ``plan_scale.py`` and ``bench_plan.py``, and by hand::
+Used by ``plan_accuracy.py``, ``plan_scale.py``, ``plan_fsdp_tracker.py`` and
+``bench_plan.py``, and by hand::
 
     torchplace sim --nproc-per-node 8 --nnodes 8 --values placeholder \\
         benchmarks/plan_train.py --model llama70b --strategy fsdp
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -150,19 +153,26 @@ def _init(model: nn.Module) -> None:
             nn.init.ones_(m.weight)
 
 
-def train(args: argparse.Namespace, model: nn.Module, device: torch.device) -> Tensor:
-    """``--steps`` AdamW steps on random tokens; the last loss."""
+def train(
+    args: argparse.Namespace,
+    model: nn.Module,
+    device: torch.device,
+    around: Callable[[nn.Module, torch.optim.Optimizer], AbstractContextManager] | None = None,
+) -> Tensor:
+    """``--steps`` AdamW steps on random tokens; the last loss. ``around(model, opt)``: a
+    context the steps run in (``plan_fsdp_tracker.py``: ``FSDPMemTracker``)."""
     vocab = CONFIGS[args.model].vocab
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     gen = torch.Generator(device).manual_seed(1 + dist.get_rank())
     loss = torch.zeros((), device=device)
-    for _ in range(args.steps):
-        idx = torch.randint(vocab, (args.batch, args.seq + 1), device=device, generator=gen)
-        logits = model(idx[:, :-1])
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), idx[:, 1:].flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    with around(model, opt) if around else nullcontext():
+        for _ in range(args.steps):
+            idx = torch.randint(vocab, (args.batch, args.seq + 1), device=device, generator=gen)
+            logits = model(idx[:, :-1])
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), idx[:, 1:].flatten())
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
     if dist.get_rank() == 0 and args.rank0_extra_mib:  # e.g. gathering metrics or a checkpoint
         extra = torch.empty(args.rank0_extra_mib * 2**20, dtype=torch.uint8, device=device)
         del extra
