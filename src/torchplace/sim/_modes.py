@@ -57,6 +57,18 @@ _DROPOUT = F.dropout
 _FALLBACK_MAX_NUMEL = 1 << 24  # placeholder mode: ops without a meta kernel run on zeros
 # Operations whose output shape or value needs the GPU's data on the host: CUDA waits.
 _SYNC_OPS = {"aten::equal", "aten::is_nonzero", "aten::bincount"}
+#: Reads of tensor metadata, and property reads (``t.shape``, ``t.grad``, ``t.T``: views are
+#: labelled below autograd): they make no tensor on a device and no device rule applies to
+#: them, so the function mode passes them straight through (the simulated device itself is
+#: answered by handlers, looked up first). A training step makes thousands of them.
+_PLAIN = frozenset(
+    getattr(torch.Tensor, name)
+    for name in (
+        "dim", "size", "stride", "numel", "nelement", "element_size", "storage_offset",
+        "untyped_storage", "is_complex", "is_floating_point", "is_contiguous",
+    )
+) | {torch.is_complex, torch.is_floating_point}  # fmt: skip
+_METHOD_WRAPPER = type(vars(torch._C.TensorBase)["shape"].__get__)
 _SEEDED = torch.Tag.nondeterministic_seeded
 _DYNAMIC = torch.Tag.dynamic_output_shape
 _INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_")
@@ -550,6 +562,8 @@ class SimFunctionMode(TorchFunctionMode):
         handler = self._handlers.get(func)
         if handler is not None:
             return handler(*args, **kwargs)
+        if func in _PLAIN or (type(func) is _METHOD_WRAPPER and func.__name__ == "__get__"):
+            return func(*args, **kwargs)
         device = kwargs.get("device")
         if device is None and func in self.constructors:
             device = _default_device()  # torch.set_default_device("cuda") or a device context
