@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -102,6 +103,7 @@ def patched_distributed(state: SimState, fmode: SimFunctionMode) -> Iterator[Non
     real_ddp_init, real_ddp_forward, real_no_sync = DDP.__init__, DDP.forward, DDP.no_sync
 
     def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+        patch_rng_tracker()
         if _wants_gpu_backend(backend):
             asked = backend or "the default backend (NCCL on CUDA)"
             if state.real:
@@ -144,17 +146,30 @@ def patched_distributed(state: SimState, fmode: SimFunctionMode) -> Iterator[Non
     # the function mode is popped) and compares it with rank 0's
     # (torch/distributed/tensor/_random.py, OffsetBasedRNGTracker): the move is made to see
     # the simulation, and with placeholder values, which hold no state to compare, the check
-    # is skipped.
-    from torch.distributed.tensor import _random
+    # is skipped. Patched once DTensor is in use (importing it costs 0.7 s of start-up).
+    restore: list[Callable[[], None]] = []
 
-    tracker = _random.OffsetBasedRNGTracker
-    real_device_state, real_tracker_init = tracker._get_device_state, tracker.__init__
+    def patch_rng_tracker() -> None:
+        if restore:
+            return
+        from torch.distributed.tensor import _random
 
-    def tracker_init(self: Any, mesh: Any, run_state_sync: bool = True, **kwargs: Any) -> None:
-        real_tracker_init(self, mesh, run_state_sync and state.real, **kwargs)
+        tracker = _random.OffsetBasedRNGTracker
+        real_device_state, real_tracker_init = tracker._get_device_state, tracker.__init__
 
-    tracker._get_device_state = fmode.reentrant(real_device_state)  # type: ignore[method-assign]
-    tracker.__init__ = tracker_init  # type: ignore[method-assign,assignment]
+        def tracker_init(self: Any, mesh: Any, run_state_sync: bool = True, **kw: Any) -> None:
+            real_tracker_init(self, mesh, run_state_sync and state.real, **kw)
+
+        def undo() -> None:
+            tracker._get_device_state = real_device_state  # type: ignore[method-assign]
+            tracker.__init__ = real_tracker_init  # type: ignore[method-assign]
+
+        tracker._get_device_state = fmode.reentrant(real_device_state)  # type: ignore[method-assign]
+        tracker.__init__ = tracker_init  # type: ignore[method-assign,assignment]
+        restore.append(undo)
+
+    if "torch.distributed.tensor" in sys.modules:
+        patch_rng_tracker()
     saved = dist.is_nccl_available
     dist.init_process_group = init_process_group
     dist.is_nccl_available = lambda: True
@@ -169,5 +184,5 @@ def patched_distributed(state: SimState, fmode: SimFunctionMode) -> Iterator[Non
         DDP.__init__ = real_ddp_init  # type: ignore[method-assign]
         DDP.forward = real_ddp_forward  # type: ignore[method-assign]
         DDP.no_sync = real_no_sync  # type: ignore[method-assign]
-        tracker._get_device_state = real_device_state  # type: ignore[method-assign]
-        tracker.__init__ = real_tracker_init  # type: ignore[method-assign]
+        for undo in restore:
+            undo()
