@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -99,7 +100,7 @@ def patched_distributed(state: SimState, fmode: SimFunctionMode) -> Iterator[Non
         return
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    real_init_pg = dist.init_process_group
+    real_init_pg, real_destroy_pg = dist.init_process_group, dist.destroy_process_group
     real_ddp_init, real_ddp_forward, real_no_sync = DDP.__init__, DDP.forward, DDP.no_sync
 
     def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -120,6 +121,15 @@ def patched_distributed(state: SimState, fmode: SimFunctionMode) -> Iterator[Non
                 what = "torch's fake process group (placeholder values: no data to move)"
             state.note(f"not simulated: NCCL; init_process_group({asked!r}) runs with {what}")
         return real_init_pg(backend, *args, **kwargs)
+
+    def destroy_process_group(*args: Any, **kwargs: Any) -> None:
+        # With real values the simulated NCCL is gloo, whose worker threads may still be
+        # dropping their references to the last collective's tensors, which takes the GIL;
+        # destroying the group joins those threads while holding it, and the run can hang
+        # (seen with the DDP tutorial's multigpu.py on a busy machine; at exit the same race
+        # aborts, pytorch/pytorch#190489). Giving up the GIL for a moment lets them finish.
+        time.sleep(0.1)
+        real_destroy_pg(*args, **kwargs)
 
     def ddp_init(self: Any, module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
         label = _first_label(state, module)
@@ -172,6 +182,7 @@ def patched_distributed(state: SimState, fmode: SimFunctionMode) -> Iterator[Non
         patch_rng_tracker()
     saved = dist.is_nccl_available
     dist.init_process_group = init_process_group
+    dist.destroy_process_group = destroy_process_group
     dist.is_nccl_available = lambda: True
     DDP.__init__ = ddp_init  # type: ignore[method-assign]
     DDP.forward = ddp_forward  # type: ignore[method-assign]
@@ -180,6 +191,7 @@ def patched_distributed(state: SimState, fmode: SimFunctionMode) -> Iterator[Non
         yield
     finally:
         dist.init_process_group = real_init_pg
+        dist.destroy_process_group = real_destroy_pg
         dist.is_nccl_available = saved
         DDP.__init__ = real_ddp_init  # type: ignore[method-assign]
         DDP.forward = real_ddp_forward  # type: ignore[method-assign]
