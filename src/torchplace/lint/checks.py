@@ -1326,20 +1326,7 @@ class Checker:
         return end + (len(rest) - len(stripped)) + 1
 
 
-_LEGACY_CUDA = frozenset(
-    [
-        "FloatTensor",
-        "DoubleTensor",
-        "HalfTensor",
-        "BFloat16Tensor",
-        "LongTensor",
-        "IntTensor",
-        "ShortTensor",
-        "ByteTensor",
-        "CharTensor",
-        "BoolTensor",
-    ]
-)
+_LEGACY_CUDA = frozenset(n.removeprefix("torch.") for n in _LEGACY) - {"Tensor"}  # torch.cuda.*
 
 
 def _cuda_const(node: ast.AST) -> bool:

@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from torchplace.cost import tensors_in
+
 __all__ = [
     "HOST_ARGUMENTS",
     "HOST_OUTPUTS",
@@ -173,14 +175,6 @@ def _bound(func: Any, args: Any, kwargs: Any) -> Iterator[tuple[Any, Any]]:
             yield arg, kwargs[arg.name]
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if isinstance(v, torch.Tensor)]
-    return []
-
-
 def _is_cpu_scalar(t: torch.Tensor, dev: Dev) -> bool:
     return t.dim() == 0 and dev(t) == "cpu"
 
@@ -192,7 +186,7 @@ def _exact(func: Any, args: Any, kwargs: Any, dev: Dev, structured: bool) -> Non
     ordered += [p for p in bound if not p[0].kwarg_only]
     common: str | None = None
     for arg, value in ordered:
-        for t in _tensors(value):
+        for t in tensors_in(value):
             d = dev(t)
             if common is None:
                 common = d
@@ -217,7 +211,7 @@ def _operands(func: Any, args: Any, kwargs: Any) -> list[tuple[torch.Tensor, boo
     out: list[tuple[torch.Tensor, bool]] = []
     for arg, value in _bound(func, args, kwargs):
         written = arg.alias_info is not None and arg.alias_info.is_write
-        out += [(t, written) for t in _tensors(value)]
+        out += [(t, written) for t in tensors_in(value)]
     return sorted(out, key=lambda p: not p[1])  # outputs first, as TensorIterator adds them
 
 
