@@ -200,6 +200,13 @@ def _walk_local(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
+def _targets(node: ast.For | ast.AsyncFor | ast.With | ast.comprehension) -> list[ast.expr]:
+    """What a loop, comprehension or ``with`` binds: its target, or each ``as`` target."""
+    if isinstance(node, ast.With):
+        return [i.optional_vars for i in node.items if i.optional_vars]
+    return [node.target]
+
+
 def _names_bound(target: ast.AST) -> Iterator[str]:
     if isinstance(target, ast.Name):
         yield target.id
@@ -429,14 +436,10 @@ class Checker:
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
                 if name in _names_bound(node.target):
                     value = node.value
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.comprehension)):
-                targets = (
-                    [node.target]
-                    if not isinstance(node, ast.With)
-                    else [i.optional_vars for i in node.items if i.optional_vars]
-                )
-                if any(name in _names_bound(t) for t in targets):
-                    return False
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.comprehension)) and any(
+                name in _names_bound(t) for t in _targets(node)
+            ):
+                return False
             if value is not None and not _may_be_tensor(value):
                 return False
         return True
@@ -1038,14 +1041,12 @@ class Checker:
                 and name in _names_bound(node.target)
             ):
                 values.append(node.value)
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With)) and node is not loop:
-                targets = (
-                    [node.target]
-                    if not isinstance(node, ast.With)
-                    else [i.optional_vars for i in node.items if i.optional_vars]
-                )
-                if any(name in _names_bound(t) for t in targets):
-                    return None
+            elif (
+                isinstance(node, (ast.For, ast.AsyncFor, ast.With))
+                and node is not loop
+                and any(name in _names_bound(t) for t in _targets(node))
+            ):
+                return None
         if isinstance(scope, _FUNCS):
             args = scope.args
             params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
