@@ -12,14 +12,18 @@ it, so they run the same program). Each case runs in its own process:
 - ``cpu``: the step run plainly on the CPU;
 - ``sim``: the same step under ``torchplace.simulate("H100", values="real")``, the model and
   batch moved with ``.cuda()`` — every op computed on the CPU, plus the simulator's device
-  labels and rules, caching-allocator model and roofline estimate.
+  labels and rules, caching-allocator model and roofline estimate;
+- ``modes``: the plain step under a ``TorchFunctionMode`` and a ``TorchDispatchMode`` that
+  do nothing but call the function: the floor of any simulator built, like this one, on
+  torch's two Python modes (every torch function and every aten op leaves C++ for Python
+  and comes back).
 
 Printed: the median wall time of a step after ``--warmup`` steps (``--steps`` timed steps per
-process, pooled over ``--rounds`` processes per case, run alternately cpu, sim, cpu, sim...)
-and the sim/cpu ratio; the same for the process's CPU time (steadier where other jobs share
-the cores); the kernels one step runs on the simulated GPU (the ops the cost model prices)
-and the simulator's extra wall time per kernel (its cost is per op, so the ratio falls as
-the ops get larger). The goal (issue 9): at most 1.5×.
+process, pooled over ``--rounds`` processes per case, run alternately cpu, modes, sim, cpu...)
+and the sim/cpu and modes/cpu ratios; the same for the process's CPU time (steadier where
+other jobs share the cores); the kernels one step runs on the simulated GPU (the ops the
+cost model prices) and the simulator's extra wall time per kernel (its cost is per op, so
+the ratio falls as the ops get larger). The goal (issue 9): at most 1.5×.
 
 Run:
     .venv/bin/python benchmarks/bench_real_values.py [--steps 20] [--warmup 3] [--rounds 2]
@@ -41,6 +45,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["MODELS", "main", "run_case"]
 
@@ -102,6 +108,32 @@ def _transformer() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor], Any]:
 MODELS = {"cnn": _cnn, "transformer": _transformer}
 
 
+class _PassFunctions(TorchFunctionMode):
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+class _PassOps(TorchDispatchMode):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+class _EmptyModes:
+    """Both modes, doing nothing: what entering Python for every function and op costs."""
+
+    def __enter__(self) -> None:
+        self.modes = (_PassOps(), _PassFunctions())
+        for m in self.modes:
+            m.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        for m in reversed(self.modes):
+            m.__exit__(*exc)
+
+
+MODES = ("cpu", "modes", "sim")
+
+
 def run_case(model_name: str, mode: str, steps: int, warmup: int) -> dict[str, Any]:
     """One case, in this process: each timed step's wall and CPU seconds, and (simulated)
     how many kernels one step ran on the simulated GPU."""
@@ -112,6 +144,8 @@ def run_case(model_name: str, mode: str, steps: int, warmup: int) -> dict[str, A
         from torchplace.sim import simulate
 
         context, device = simulate("H100", values="real"), "cuda"
+    elif mode == "modes":
+        context = _EmptyModes()
     with context as report:
         model, (x, y), loss_fn = MODELS[model_name]()
         model = model.to(device)
@@ -154,11 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Any]] = {}
     for name in args.models:
         pooled: dict[str, dict[str, list[float]]] = {
-            mode: {"wall": [], "cpu": []} for mode in ("cpu", "sim")
+            mode: {"wall": [], "cpu": []} for mode in MODES
         }
         ops = 0.0
         for _ in range(args.rounds):
-            for mode in ("cpu", "sim"):
+            for mode in MODES:
                 cmd = [sys.executable, __file__, "--child", name, mode]
                 cmd += ["--steps", str(args.steps), "--warmup", str(args.warmup)]
                 cmd += ["--threads", str(args.threads)]
@@ -169,11 +203,13 @@ def main(argv: list[str] | None = None) -> int:
                 ops = case["ops_per_step"] or ops
         r = {
             f"{mode}_{kind}_seconds": statistics.median(pooled[mode][kind])
-            for mode in ("cpu", "sim")
+            for mode in MODES
             for kind in ("wall", "cpu")
         }
         r["ratio_wall"] = r["sim_wall_seconds"] / r["cpu_wall_seconds"]
         r["ratio_cpu"] = r["sim_cpu_seconds"] / r["cpu_cpu_seconds"]
+        r["modes_ratio_wall"] = r["modes_wall_seconds"] / r["cpu_wall_seconds"]
+        r["modes_ratio_cpu"] = r["modes_cpu_seconds"] / r["cpu_cpu_seconds"]
         r["ops_per_step"] = ops
         extra = r["sim_wall_seconds"] - r["cpu_wall_seconds"]
         r["overhead_per_op_seconds"] = extra / ops if ops else None
@@ -195,22 +231,25 @@ def main(argv: list[str] | None = None) -> int:
         f"steps after {args.warmup} warm-up; torch {meta['torch']}, {meta['threads']} threads"
     )
     print(
-        f"{'model':<12} {'plain CPU':>10} {'sim real':>10} {'ratio':>7}   "
-        f"{'CPU time':>8} {'ratio':>7}   {'kernels':>8} {'µs/k':>6}  goal ≤ {_GOAL}×"
+        f"{'model':<12} {'plain CPU':>10} {'modes':>14} {'sim real':>14}   "
+        f"{'CPU time: modes':>15} {'sim':>6}   {'kernels':>7} {'µs/k':>5}  goal ≤ {_GOAL}×"
     )
     for name, r in results.items():
         mark = "ok" if r["ratio_wall"] <= _GOAL else "over"
         per_op = r["overhead_per_op_seconds"]
         cpu_ms, sim_ms = r["cpu_wall_seconds"] * 1e3, r["sim_wall_seconds"] * 1e3
+        modes_ms = r["modes_wall_seconds"] * 1e3
         print(
-            f"{name:<12} {cpu_ms:>8.1f}ms {sim_ms:>8.1f}ms "
-            f"{r['ratio_wall']:>6.2f}×   {r['sim_cpu_seconds'] * 1e3:>6.1f}ms "
-            f"{r['ratio_cpu']:>6.2f}×   {r['ops_per_step']:>8.0f} "
-            f"{(per_op or 0) * 1e6:>6.0f}  {mark}"
+            f"{name:<12} {cpu_ms:>8.1f}ms {modes_ms:>6.1f}ms {r['modes_ratio_wall']:>5.2f}× "
+            f"{sim_ms:>6.1f}ms {r['ratio_wall']:>5.2f}×   {r['modes_ratio_cpu']:>14.2f}× "
+            f"{r['ratio_cpu']:>5.2f}×   {r['ops_per_step']:>7.0f} "
+            f"{(per_op or 0) * 1e6:>5.0f}  {mark}"
         )
     print(
-        "wall: time.perf_counter; CPU time: time.process_time of the process (all its threads), "
-        "steadier on a shared machine; kernels: priced per step; µs/k: extra wall time per kernel"
+        "modes: the plain step under two torch modes that only call the function (the floor "
+        "of a mode-based simulator); ratios are to plain CPU; CPU time: time.process_time of "
+        "the process, steadier on a shared machine; kernels: priced per step; µs/k: the "
+        "simulator's extra wall time per kernel"
     )
     return 0
 

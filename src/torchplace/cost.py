@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import flop_registry
+from torch.utils.flop_counter import flop_registry, shape_wrapper
 from torch.utils.module_tracker import ModuleTracker
 
 if TYPE_CHECKING:
@@ -269,41 +269,92 @@ def tensors_in(tree: Any) -> list[torch.Tensor]:
     simulator would otherwise pay several times on every operation. (No self-referencing
     closure: that cycle would keep the tensors alive until the garbage collector runs.)
     """
+    if isinstance(tree, torch.Tensor):
+        return [tree]
     found: list[torch.Tensor] = []
-    _collect(tree, found)
+    if isinstance(tree, (list, tuple)):
+        _collect(tree, found)
+    elif isinstance(tree, dict):
+        _collect(tree.values(), found)
     return found
 
 
-def _collect(x: Any, found: list[torch.Tensor]) -> None:
-    if isinstance(x, torch.Tensor):
-        found.append(x)
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            _collect(y, found)
-    elif isinstance(x, dict):
-        for y in x.values():
-            _collect(y, found)
+def _collect(items: Any, found: list[torch.Tensor]) -> None:
+    """The tensors of a list, tuple or dict's values (recursing only into containers: a
+    call per element was most of the walk's cost)."""
+    for x in items:
+        if isinstance(x, torch.Tensor):
+            found.append(x)
+        elif isinstance(x, (list, tuple)):
+            _collect(x, found)
+        elif isinstance(x, dict):
+            _collect(x.values(), found)
 
 
 def _footprint_bytes(t: torch.Tensor) -> int:
     """Bytes an operation reads from ``t``: broadcast (stride-0) dimensions count once."""
-    if t.layout != torch.strided:
+    if t.layout != torch.strided or 0 not in t.stride():
         return int(t.numel()) * t.element_size()
     elements = math.prod(int(n) for n, s in zip(t.shape, t.stride(), strict=True) if int(s) != 0)
     return elements * t.element_size() if t.numel() else 0
 
 
-def _bytes_moved(packet: Any, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> int:
+def _bytes_moved(write_only: bool, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> int:
     written = {id(t) for t in outputs}
     seen: set[int] = set()
     read = 0
     for t in inputs:
-        if id(t) in seen or (packet in _WRITE_ONLY and id(t) in written):
+        if id(t) in seen or (write_only and id(t) in written):
             continue
         seen.add(id(t))
         read += _footprint_bytes(t)
     write = sum(int(t.numel()) * t.element_size() for t in {id(t): t for t in outputs}.values())
     return read + write
+
+
+# Matrix products: the argument that is the first matrix (its last dimension is k).
+_GEMM_FIRST_MATRIX = {_aten.mm: 0, _aten.bmm: 0, _aten.addmm: 1, _aten.baddbmm: 1}
+# The wrapper torch.utils.flop_counter puts around a formula that takes shapes.
+_SHAPE_WRAPPER_CODE = shape_wrapper(lambda: 0).__code__
+
+
+@dataclass(frozen=True)
+class _OpInfo:
+    """What pricing needs to know of an aten overload, looked up once per overload (an
+    ``OpOverloadPacket`` hashes in Python: a dict lookup with it costs a call)."""
+
+    name: str
+    no_kernel: bool  # a view or metadata operation
+    gemm: int | None  # a matrix product: its first matrix's position
+    count: Callable[..., Any] | None  # its FLOP formula
+    on_shapes: bool  # the formula takes shapes (flop_counter's shape_wrapper removed)
+    write_only: bool  # it overwrites its first argument without reading it
+
+    @staticmethod
+    def of(func: Any) -> _OpInfo:
+        packet = getattr(func, "overloadpacket", func)
+        count = flop_registry.get(_FLOP_ALIASES.get(packet, packet))
+        on_shapes = count is not None and count.__code__ is _SHAPE_WRAPPER_CODE
+        return _OpInfo(
+            str(packet), getattr(func, "is_view", False) or packet in _NO_KERNEL,
+            _GEMM_FIRST_MATRIX.get(packet), count.__wrapped__ if on_shapes else count,  # type: ignore[union-attr]
+            on_shapes, packet in _WRITE_ONLY,
+        )  # fmt: skip
+
+
+_OP_INFO: dict[Any, _OpInfo] = {}
+
+
+def _shapes(x: Any) -> Any:
+    """``x`` with each tensor replaced by its shape (lists and tuples rebuilt as such), as
+    the FLOP formulas take their arguments."""
+    if isinstance(x, torch.Tensor):
+        return x.shape
+    if isinstance(x, (list, tuple)):
+        return [_shapes(y) for y in x] if isinstance(x, list) else tuple(_shapes(y) for y in x)
+    if isinstance(x, dict):
+        return {k: _shapes(v) for k, v in x.items()}
+    return x
 
 
 def _compute_dtype(tensors: list[torch.Tensor]) -> torch.dtype:
@@ -347,16 +398,22 @@ def op_cost(
         (8000, 'memory', 8e-08)
     """
     kwargs = kwargs or {}
-    packet = getattr(func, "overloadpacket", func)
-    name = str(packet)
-    if getattr(func, "is_view", False) or packet in _NO_KERNEL:
-        return OpCost(name, 0.0, 0, 0.0, "none")
+    info = _OP_INFO.get(func)
+    if info is None:
+        info = _OP_INFO[func] = _OpInfo.of(func)
+    if info.no_kernel:
+        return OpCost(info.name, 0.0, 0, 0.0, "none")
     flops = 0.0
-    count = flop_registry.get(_FLOP_ALIASES.get(packet, packet))
-    if count is not None:
-        flops = float(count(*args, **kwargs, out_val=out))
+    if info.gemm is not None:  # flop_counter's mm/bmm formulas, 2·m·n·k, without the walk
+        flops = 2.0 * out.numel() * args[info.gemm].shape[-1]
+    elif info.count is not None:
+        if info.on_shapes:  # the formula itself: shape_wrapper's pytree walk was most of the cost
+            shaped_args, shaped_kwargs = _shapes(args), _shapes(kwargs)
+            flops = float(info.count(*shaped_args, **shaped_kwargs, out_shape=_shapes(out)))
+        else:
+            flops = float(info.count(*args, **kwargs, out_val=out))
     inputs, outputs = tensors_in((args, kwargs)), tensors_in(out)
-    nbytes = _bytes_moved(packet, inputs, outputs)
+    nbytes = _bytes_moved(info.write_only, inputs, outputs)
     dtype = _compute_dtype(inputs + outputs)
     compute = flops / peaks.flops_for(dtype, tf32=tf32)
     memory = nbytes / peaks.bandwidth_bytes_per_s
@@ -366,7 +423,7 @@ def op_cost(
     else:
         bound = "compute" if compute > memory else "memory"
     return OpCost(
-        name, flops, nbytes, max(compute, memory) + peaks.launch_seconds, bound,
+        info.name, flops, nbytes, max(compute, memory) + peaks.launch_seconds, bound,
         precision_of(dtype, tf32=tf32),
     )  # fmt: skip
 

@@ -20,6 +20,7 @@ import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -55,8 +56,12 @@ _ITEM = _aten._local_scalar_dense.default
 _SDPA = F.scaled_dot_product_attention
 _DROPOUT = F.dropout
 _FALLBACK_MAX_NUMEL = 1 << 24  # placeholder mode: ops without a meta kernel run on zeros
-# Operations whose output shape or value needs the GPU's data on the host: CUDA waits.
-_SYNC_OPS = {"aten::equal", "aten::is_nonzero", "aten::bincount"}
+# Operations whose output shape or value needs the GPU's data on the host: CUDA waits
+# (one_hot and repeat_interleave unless given the output size: _count_sync).
+_SYNC_OPS = {
+    "aten::equal", "aten::is_nonzero", "aten::bincount", "aten::one_hot",
+    "aten::repeat_interleave",
+}  # fmt: skip
 #: Reads of tensor metadata, and property reads (``t.shape``, ``t.grad``, ``t.T``: views are
 #: labelled below autograd): they make no tensor on a device and no device rule applies to
 #: them, so the function mode passes them straight through (the simulated device itself is
@@ -72,6 +77,42 @@ _METHOD_WRAPPER = type(vars(torch._C.TensorBase)["shape"].__get__)
 _SEEDED = torch.Tag.nondeterministic_seeded
 _DYNAMIC = torch.Tag.dynamic_output_shape
 _INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_")
+_DTYPE_RULES = {*_rules.GEMM_KERNELS, "aten::_scaled_mm"}  # ops _rules.check_dtypes checks
+
+
+@dataclass(frozen=True)
+class _Op:
+    """What the dispatch mode needs to know of an aten overload, read once per overload
+    (its schema name, tags and the tables below are Python calls to reach)."""
+
+    name: str  # the schema name, "aten::add"
+    index: bool  # indexing: the output is on the indexed tensor's device
+    host_arguments: bool  # takes an argument that must be on the host (_rules)
+    host_outputs: tuple[int, ...]  # outputs the CUDA kernel makes on the host
+    gemm: bool  # a cuBLAS matrix product (cuBLAS allocates its workspace at the first)
+    dtype_rule: bool  # the GPU kernel lacks some dtypes (_rules.check_dtypes)
+    foreach: bool  # a _foreach_ op: its outputs are on the devices of its first list
+    may_sync: bool  # may make CUDA wait for the GPU (_count_sync decides)
+    seeded: bool  # draws random numbers
+    takes_generator: bool
+    kernel: Callable[[Any, Any, torch.Generator], Any] | None  # a CUDA-only kernel's values
+    collective: str | None  # a c10d collective's family
+    host_factory: bool  # makes a tensor from a size (checked against host memory)
+
+    @staticmethod
+    def of(func: Any) -> _Op:
+        name = func._schema.name
+        sync = name in _INDEX_OPS or name in _SYNC_OPS or _DYNAMIC in func.tags
+        return _Op(
+            name, name in _INDEX_OPS, name in _rules.HOST_ARGUMENTS,
+            _rules.HOST_OUTPUTS.get(name, ()), func in _GEMMS, name in _DTYPE_RULES,
+            name.startswith("aten::_foreach_"), sync, _SEEDED in func.tags,
+            any(a.name == "generator" for a in func._schema.arguments),
+            REAL_KERNELS.get(func), _comm.collective_of(func), func in _HOST_FACTORIES,
+        )  # fmt: skip
+
+
+_OPS: dict[Any, _Op] = {}
 
 
 def _not_simulated_layout(t: torch.Tensor, label: int, op: str) -> NotImplementedError:
@@ -150,11 +191,17 @@ class SimDispatchMode(TorchDispatchMode):
 
     def _dispatch(self, func: Any, args: Any, kwargs: Any) -> Any:
         state, local = self.state, self.local
+        op = _OPS.get(func)
+        if op is None:
+            op = _OPS[func] = _Op.of(func)
         leaves = tensors_in((args, kwargs))
         labels: dict[int, int] = {}
+        on_host = False  # some tensor argument is not on a simulated device
         for a in leaves:
             label = state._label(a)  # torch functions are disabled here
-            if label is not None:
+            if label is None:
+                on_host = True
+            else:
                 labels[id(a)] = label
 
         def dev(t: torch.Tensor) -> str:
@@ -168,11 +215,10 @@ class SimDispatchMode(TorchDispatchMode):
         if local.explicit is not None:
             out_label: int | None = local.explicit
         elif labels:
-            name = func._schema.name
-            if len({dev(t) for t in leaves}) > 1 or name in _rules.HOST_ARGUMENTS:
+            if on_host or op.host_arguments or len(set(labels.values())) > 1:
                 _rules.check(func, args, kwargs, dev)
             first = args[0] if args and isinstance(args[0], torch.Tensor) else None
-            if name in _INDEX_OPS and first is not None:
+            if op.index and first is not None:
                 out_label = labels.get(id(first))  # the indexed tensor's device
                 if out_label is None:
                     return func(*args, **kwargs)
@@ -188,7 +234,7 @@ class SimDispatchMode(TorchDispatchMode):
         else:
             out_label = None
         if out_label is None:
-            if not leaves and func in _HOST_FACTORIES:
+            if not leaves and op.host_factory:
                 _check_host_factory(state, args, kwargs)
             if kwargs.get("pin_memory"):  # page-locked host memory: a CUDA build can make it
                 out = func(*args, **{**kwargs, "pin_memory": False})
@@ -197,9 +243,9 @@ class SimDispatchMode(TorchDispatchMode):
             return func(*args, **kwargs)
 
         device = state.devices[out_label]
-        if labels:
+        if labels and op.dtype_rule:
             _rules.check_dtypes(func, args, device.capability)
-        if func in _GEMMS:
+        if op.gemm:
             state.ensure_cublas_workspace(out_label)
         if func is _ITEM:
             if not local.quiet:
@@ -208,57 +254,58 @@ class SimDispatchMode(TorchDispatchMode):
             if not state.real:
                 return placeholder_scalar(args[0].dtype)
             return func(*args, **kwargs)
-        self._count_sync(func, args, kwargs, labels)
+        if op.may_sync:
+            self._count_sync(op, args, kwargs, labels)
         if not state.real:
             args, kwargs = tree_map(_scalar_to_meta, (args, kwargs))
         try:
-            out = self._run(func, args, kwargs, device)
+            out = self._run(func, op, args, kwargs, device)
         except RuntimeError as e:
             if state.real and "can't allocate memory" in str(e):
                 self._host_allocation_failed(func, args, kwargs, out_label)
             raise
-        host = {id(t.untyped_storage()) for t in leaves if id(t) not in labels}
-        if func._schema.name.startswith("aten::_foreach_") and isinstance(out, (list, tuple)):
+        if op.foreach and isinstance(out, (list, tuple)):
             firsts = next(a for a in args if isinstance(a, (list, tuple)))
             for t, ref in zip(out, firsts, strict=False):
                 if isinstance(t, torch.Tensor) and isinstance(ref, torch.Tensor):
                     state.register(t, labels.get(id(ref), out_label))
         else:
-            on_host = {id(out[i]) for i in _rules.HOST_OUTPUTS.get(func._schema.name, ())}
+            # storages of host inputs (an output that aliases one stays on the host)
+            host = {id(t.untyped_storage()) for t in leaves if id(t) not in labels}
+            host_outputs = {id(out[i]) for i in op.host_outputs}
+            on_backing = state._on_backing
             for t in tensors_in(out):
-                if id(t) in on_host:
+                if id(t) in host_outputs:
                     continue  # an output the CUDA kernel makes on the host
                 if t.layout != torch.strided:
-                    raise _not_simulated_layout(t, out_label, func._schema.name)
-                if t.device.type == state.backing.type and id(t.untyped_storage()) not in host:
+                    raise _not_simulated_layout(t, out_label, op.name)
+                if on_backing(t) and (not on_host or id(t.untyped_storage()) not in host):
                     state.register(t, out_label)
-        collective = _comm.collective_of(func)
-        if collective is not None:
+        if op.collective is not None:
             size = max((t.nbytes for t in tensors_in((args, kwargs, out))), default=0)
-            state.collective(out_label, collective, size, _group_size(args, kwargs))
+            state.collective(out_label, op.collective, size, _group_size(args, kwargs))
             for t in tensors_in((args, kwargs, out)):
-                if t.nbytes == size and collective in ("all_gather", "reduce_scatter"):
+                if t.nbytes == size and op.collective in ("all_gather", "reduce_scatter"):
                     state.classify(t, "communication")
         elif self.on_op is not None and not local.copying:
             self.on_op(func, args, kwargs, out, out_label)
         return out
 
-    def _run(self, func: Any, args: Any, kwargs: Any, device: Any) -> Any:
+    def _run(self, func: Any, op: _Op, args: Any, kwargs: Any, device: Any) -> Any:
         if not self.state.real:
             try:
                 return func(*args, **kwargs)
             except NotImplementedError:
                 return self._run_on_zeros(func, args, kwargs)
-        kernel = REAL_KERNELS.get(func)
-        if kernel is not None:  # a CUDA-only kernel, its values computed on the CPU
+        if op.kernel is not None:  # a CUDA-only kernel, its values computed on the CPU
             with torch.no_grad():
-                return kernel(args, kwargs, device.generator)
-        if _SEEDED not in func.tags or kwargs.get("generator") is not None:
+                return op.kernel(args, kwargs, device.generator)
+        if not op.seeded or kwargs.get("generator") is not None:
             return func(*args, **kwargs)
         # Random numbers on a simulated GPU come from that GPU's generator (seeded by
         # torch.manual_seed / torch.cuda.manual_seed), so host random streams stay as
         # they would be on a GPU machine.
-        if any(a.name == "generator" for a in func._schema.arguments):
+        if op.takes_generator:
             return func(*args, **{**kwargs, "generator": device.generator})
         host = torch.default_generator
         saved = host.get_state()
@@ -284,10 +331,10 @@ class SimDispatchMode(TorchDispatchMode):
         needed = sum(t.untyped_storage().nbytes() for t in tensors_in(func(*margs, **mkwargs)))
         self.state.reserve_host(needed, label)
 
-    def _count_sync(self, func: Any, args: Any, kwargs: Any, labels: dict[int, int]) -> None:
+    def _count_sync(self, op: _Op, args: Any, kwargs: Any, labels: dict[int, int]) -> None:
         """Operations that make CUDA wait for the GPU: their output needs its data."""
-        name = func._schema.name
-        if name in _INDEX_OPS:
+        name = op.name
+        if op.index:
             # A boolean mask on the GPU becomes indices through nonzero, which waits for the
             # GPU — unless index_put_ can use masked_fill_: one mask on self's device and a
             # one-element CPU value (TensorAdvancedIndexing.cpp canDispatchToMaskedFill).
@@ -313,13 +360,12 @@ class SimDispatchMode(TorchDispatchMode):
                     return
             self.state.record_sync("nonzero (boolean mask)")
             return
-        if name in ("aten::one_hot",):
-            if (args[1] if len(args) > 1 else kwargs.get("num_classes", -1)) != -1:
-                return
-        elif name == "aten::repeat_interleave":
-            if kwargs.get("output_size") is not None:
-                return
-        elif _DYNAMIC not in func.tags and name not in _SYNC_OPS:
+        if (
+            name == "aten::one_hot"
+            and (args[1] if len(args) > 1 else kwargs.get("num_classes", -1)) != -1
+        ):
+            return
+        if name == "aten::repeat_interleave" and kwargs.get("output_size") is not None:
             return
         self.state.record_sync(name.split("::", 1)[-1])
 
@@ -585,15 +631,18 @@ class SimFunctionMode(TorchFunctionMode):
                     break
         if kwargs.get("generator") is not None:
             _check_generator(kwargs["generator"], label)
-        if label is None:
-            if self.local.target is None:
-                return func(*args, **kwargs)
-            with self.on(None):  # a host call inside a simulated one makes host tensors
-                return func(*args, **kwargs)
-        if torch.is_autocast_enabled("cuda"):
-            args, kwargs = _autocast.cast(func, args, kwargs, self.autocast_cache)
-        with self.on(label):
+        local = self.local
+        if label is None and local.target is None:
             return func(*args, **kwargs)
+        if label is not None and torch.is_autocast_enabled("cuda"):
+            args, kwargs = _autocast.cast(func, args, kwargs, self.autocast_cache)
+        # as self.on(label), inlined (a hot path): a call on simulated device `label`, or a
+        # host call inside a simulated one, which makes host tensors
+        saved, local.target = local.target, label
+        try:
+            return func(*args, **kwargs)
+        finally:
+            local.target = saved
 
     # --- creating and moving data -----------------------------------------------------
     def _from_data(self, factory: Any, data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:

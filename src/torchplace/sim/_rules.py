@@ -362,7 +362,7 @@ def check(func: Any, args: Any, kwargs: Any, dev: Dev) -> None:
 
 # --- dtypes the GPU's kernels accept -------------------------------------------------------
 
-_GEMM_KERNELS = {
+GEMM_KERNELS = {
     "aten::mm": "addmm_cuda",
     "aten::addmm": "addmm_cuda",
     "aten::bmm": "baddbmm_cuda",
@@ -403,7 +403,7 @@ def check_dtypes(func: Any, args: Any, capability: tuple[int, int] | None) -> No
     compute capability 8.9 or later (aten/src/ATen/native/cuda/Blas.cpp).
     """
     name = func._schema.name
-    kernel = _GEMM_KERNELS.get(name)
+    kernel = GEMM_KERNELS.get(name)
     if kernel is not None:
         dtype = next(a.dtype for a in args if isinstance(a, torch.Tensor))
         if dtype not in _GEMM_DTYPES:
