@@ -256,7 +256,7 @@ class SimDispatchMode(TorchDispatchMode):
             return func(*args, **kwargs)
         if op.may_sync:
             self._count_sync(op, args, kwargs, labels)
-        if not state.real:
+        if not state.real and any(not t.is_meta and t.dim() == 0 for t in leaves):
             args, kwargs = tree_map(_scalar_to_meta, (args, kwargs))
         try:
             out = self._run(func, op, args, kwargs, device)
