@@ -292,9 +292,10 @@ class SimState:
 
     def classify(self, tensor: torch.Tensor, kind: str) -> None:
         """Record what a simulated tensor is (parameters, gradients, optimizer_state)."""
-        tensor = getattr(tensor, "_local_tensor", tensor)  # a DTensor: its shard
-        if self.label(tensor) is not None:
-            self.kinds[tensor.untyped_storage()._cdata] = kind
+        with torch._C.DisableTorchFunction():  # called from hooks: the simulation's own reads
+            tensor = getattr(tensor, "_local_tensor", tensor)  # a DTensor: its shard
+            if self._label(tensor) is not None:
+                self.kinds[tensor.untyped_storage()._cdata] = kind
 
     def init_cuda(self) -> None:
         """Read ``CUDA_VISIBLE_DEVICES`` as CUDA does, once, at the first CUDA call: the
@@ -586,6 +587,10 @@ class SimState:
 
     def refresh_kinds(self) -> None:
         """Classify the parameters, gradients and optimizer states the run knows of now."""
+        with torch._C.DisableTorchFunction():  # the simulation's own reads, not the user's
+            self._refresh_kinds()
+
+    def _refresh_kinds(self) -> None:
         params = [p for m in list(self.modules) for p in m.parameters(recurse=False)]
         opts = list(self.optimizers)
         params += [p for opt in opts for group in opt.param_groups for p in group["params"]]
