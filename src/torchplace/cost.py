@@ -541,8 +541,11 @@ class StepEstimate:
         if cost.bound == "none":
             return
         self.total.add(cost)
-        self.scopes.setdefault(scope or TOP_LEVEL, Totals()).add(cost)
-        self.ops.setdefault(cost.op, Totals()).add(cost)
+        for table, key in ((self.scopes, scope or TOP_LEVEL), (self.ops, cost.op)):
+            totals = table.get(key)
+            if totals is None:
+                totals = table[key] = Totals()
+            totals.add(cost)
 
     @property
     def seconds(self) -> float:

@@ -164,7 +164,7 @@ def simulate(
     state.topology = Topology(nodes, gpus, float(net.bandwidth_bytes_per_s))
 
     def on_op(func: Any, args: Any, kwargs: Any, out: Any, label: int) -> None:
-        tf32 = torch.backends.cuda.matmul.allow_tf32
+        tf32 = torch._C._get_cublas_allow_tf32()  # torch.backends.cuda.matmul.allow_tf32
         scope = state.scopes[-1] if state.scopes else None
         estimate = state.devices[label].estimate
         assert estimate is not None  # set for every device above
