@@ -176,6 +176,13 @@ class SimDispatchMode(TorchDispatchMode):
         self.local = _Local()
         self.on_op = on_op
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # TorchDispatchMode wraps __torch_dispatch__ in torch._disable_dynamo unless this
+        # says False (torch/utils/_python_dispatch.py): a few µs on every aten op. Under
+        # simulation torch.compile runs eagerly, so Dynamo never traces this mode.
+        return False
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         for t in types:
             if t is not torch.Tensor and not issubclass(t, torch.nn.Parameter):
