@@ -4,13 +4,17 @@
 machine's CPU, over gloo:
 
 - measured: each rank on the CPU (``--device cpu --backend gloo``) under ``torch.profiler``
-  with ``profile_memory=True``; its peak is the running sum of the CPU allocator's own
-  alloc/free events (``[memory]``). Not the memory timeline of ``sim_accuracy.py``: that
-  needs ``record_shapes=True``, under which the profiler keeps a weak reference to every
-  tensor it records (``TensorMetadata::weak_self_``, torch/csrc/profiler/collection.h), and
-  FSDP2's ``model.to_empty()``, which must swap its DTensor parameters in place
-  (``torch.utils.swap_tensors``; Module._apply), then fails with "Couldn't swap
-  Embedding.weight" ("Expected no weakrefs to t1's Tensor object");
+  with ``profile_memory=True``; its peak is the highest running total of the CPU
+  allocator's own alloc/free events (``[memory]``, "Total Allocated"), kept for every
+  thread of the process (``_count_every_thread``), with gloo's worker threads made to
+  release a collective's tensors before the caller goes on, as NCCL does
+  (``_gloo_frees_on_the_calling_thread``). Not the memory timeline of
+  ``sim_accuracy.py``: that needs ``record_shapes=True``, under which the profiler keeps
+  a weak reference to every tensor it records (``TensorMetadata::weak_self_``,
+  torch/csrc/profiler/collection.h), and FSDP2's ``model.to_empty()``, which must swap
+  its DTensor parameters in place (``torch.utils.swap_tensors``; Module._apply), then
+  fails with "Couldn't swap Embedding.weight" ("Expected no weakrefs to t1's Tensor
+  object");
 - simulated: each rank under ``torchplace.simulate("H100", values="placeholder")`` with
   the script unchanged (``--device cuda --backend nccl``), as ``torchplace sim
   --nproc-per-node`` runs it: NCCL becomes torch's fake process group, and the simulator's
@@ -24,11 +28,15 @@ into buffers of its own inside the C++ collective; those host allocations are ou
 simulated GPU (NCCL on a GPU writes into the tensors FSDP and DDP hand it), so the
 measured side counts them and the simulated side does not: the table shows the difference.
 
-FSDP2 on gloo: the all-gather and reduce-scatter are run by gloo's worker threads, which
-allocate a temporary of the gathered size and release the collective's tensors when they
-finish; on rank 0 a reduce-scatter input was freed later than FSDP2 frees it (one step's
-reduce-scatter ledger differs by one buffer), so rank 0's measured peak varies from run to
-run by up to two buffers above the simulated one, which follows FSDP2's own frees.
+FSDP2 on gloo, before those two measures: rank 0's or rank 1's measured peak was, from
+run to run, exact or one or two FSDP2 buffers (262,656 B each for the tiny model) above
+the simulated one (−5.3 %, −10.1 %). Two causes, both gloo's and not a GPU's: (1) a
+collective's tensors are last released on a gloo worker thread, whose frees the profiler
+does not record, so a sum of events kept them live to the end of the run (an address
+allocated again with no free between shows it); (2) that worker sometimes released an
+all-gather output after FSDP2 had dropped it, a real late free (+197,632 B at the peak in
+2 of 8 rank-runs with (1) fixed). With both measures, 16 of 16 rank-runs (tiny, world 2,
+2 steps) agree with the simulated rank to 76 B.
 
     python benchmarks/plan_accuracy.py            # tiny and GPT-2-small, worlds 2 and 4
 """
@@ -59,16 +67,100 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _allocator_peak(prof: Any) -> int:
-    """The peak of live bytes in the CPU allocator's own alloc/free events (``[memory]``,
-    reported by c10's ``ProfiledCPUMemoryReporter``), in time order."""
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    live = peak = 0
-    for e in sorted(events, key=lambda e: e.start_ns()):
-        if e.device_type() == torch.autograd.DeviceType.CPU:
-            live += e.nbytes()
-            peak = max(peak, live)
-    return peak
+def _count_every_thread() -> None:
+    """Have c10's CPU allocator keep its running total for allocations and frees on every
+    thread of this process, not only on those the profiler records.
+
+    ``ProfiledCPUMemoryReporter`` (c10/core/CPUAllocator.cpp) updates its table of live
+    blocks and its total only where ``memoryProfilingEnabled()`` holds, a thread-local set
+    by the profiler, or where ``FLAGS_caffe2_report_cpu_memory_usage`` is set. A block
+    freed on one of gloo's worker threads, outside the profiler's thread-local state, has
+    no ``[memory]`` event and would stay live in a sum of events to the end of the run;
+    with the flag set (c10's own flag, exported by libc10), each event's "Total
+    Allocated" counts it. Set just before profiling, so the total starts from zero.
+    """
+    import ctypes
+
+    lib_dir = Path(torch.__file__).parent / "lib"
+    for name in ("libc10.so", "libc10.dylib", "c10.dll"):
+        if (lib_dir / name).exists():
+            lib = ctypes.CDLL(str(lib_dir / name))
+            ctypes.c_bool.in_dll(lib, "FLAGS_caffe2_report_cpu_memory_usage").value = True
+            return
+    raise RuntimeError(f"no c10 library in {lib_dir}: cannot count frees on gloo's threads")
+
+
+def _allocator_peak(trace: Path) -> int:
+    """The peak of the CPU allocator's running total ("Total Allocated" of its ``[memory]``
+    events in the profiler's trace), every thread's allocations and frees included
+    (``_count_every_thread``)."""
+    events = json.loads(trace.read_text())["traceEvents"]
+    totals = [
+        e["args"]["Total Allocated"]
+        for e in events
+        if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0  # CPU
+    ]
+    return max(totals)
+
+
+def _gloo_frees_on_the_calling_thread() -> None:
+    """Make every gloo process group of this (measured) rank release a collective's
+    tensors before the ``Work.wait()`` that returns it, on the thread that called it.
+
+    Gloo runs a collective on a worker thread of its own, and the worker drops its
+    reference to the collective's ``AsyncWork`` (its input and output tensors, and
+    temporaries such as ``_reduce_scatter_base``'s clone of the input) only after the
+    collective finished: ``workInProgress_[workerIndex].reset()`` in
+    ``ProcessGroupGloo::runLoop`` (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp),
+    after ``AsyncWork::execute`` has already woken the waiting thread. The main thread
+    runs on meanwhile; where it drops its own references first (FSDP2 frees an all-gather
+    output right after copying out of it), the worker's release is the free, late by as
+    long as the worker takes to get there (it competes for the CPU and, to release Python
+    state the work captured, e.g. the ``ThreadLocalState`` that
+    ``at::wrapPropagateTLSState`` keeps for the profiler's callbacks, for the GIL). That
+    free also happens where the profiler does not record it (``_count_every_thread``).
+
+    NCCL on a GPU frees at the user's own drop: the copy of the work its watchdog keeps
+    holds no tensors (``ProcessGroupNCCL::workEnqueue``, "Here we enqueue work without
+    outputs_", ProcessGroupNCCL.cpp). To measure that, each gloo group here has one worker
+    thread, and after each ``Work.wait()`` returns, a ``barrier`` on every gloo group runs
+    through that worker, which reaches it only once it has released the previous work:
+    by then the caller holds the last references, and frees them where FSDP2 drops them.
+    The barrier holds no tensors; it only orders the worker's release before the caller
+    goes on.
+    """
+    import torch.distributed.distributed_c10d as c10d
+    from torch._C._distributed_c10d import ProcessGroupGloo, Work
+
+    # strong references: C++ keeps a group alive, not its Python wrapper (a weak set
+    # here empties itself); released when the script destroys its process groups
+    groups: list[Any] = []
+
+    class OneThreadGloo(ProcessGroupGloo):
+        def __init__(self, store: Any, rank: int, size: int, timeout: Any) -> None:
+            opts = ProcessGroupGloo._Options()
+            opts._devices = [ProcessGroupGloo.create_default_device()]
+            opts._threads = 1
+            opts._timeout = timeout
+            super().__init__(store, rank, size, opts)
+            groups.append(self)
+
+    wait, destroy = Work.wait, c10d.destroy_process_group
+
+    def wait_then_release(self: Work, *args: Any, **kwargs: Any) -> bool:
+        done = wait(self, *args, **kwargs)
+        for group in groups:
+            wait(group.barrier())
+        return done
+
+    def destroy_process_group(*args: Any, **kwargs: Any) -> None:
+        groups.clear()
+        destroy(*args, **kwargs)
+
+    c10d.ProcessGroupGloo = OneThreadGloo
+    c10d.destroy_process_group = destroy_process_group
+    torch.distributed.destroy_process_group = destroy_process_group
+    Work.wait = wait_then_release
 
 
 def _worker(rank: int, world: int, port: int, mode: str, argv: list[str], out: str) -> None:
@@ -83,12 +175,17 @@ def _worker(rank: int, world: int, port: int, mode: str, argv: list[str], out: s
         from torch.profiler import ProfilerActivity, profile
 
         args = [*argv, "--device", "cpu", "--backend", "gloo"]
+        _gloo_frees_on_the_calling_thread()
+        _count_every_thread()
         with (
             sdpa_kernel(SDPBackend.MATH),
             profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
         ):  # fmt: skip
             plan_train.main(args)
-        peak = _allocator_peak(prof)
+        trace = Path(out, f"trace-{rank}.json")
+        prof.export_chrome_trace(str(trace))
+        peak = _allocator_peak(trace)
+        trace.unlink()
     else:
         from torchplace.sim import simulate
 
