@@ -141,25 +141,37 @@ def _allocator_peaks(trace: Path) -> dict[str, int]:
         i = bisect.bisect_right(v, (ts, float("inf")))
         return any(lo <= ts <= hi for lo, hi in v[max(0, i - 8) : i])
 
-    # gloo's blocks: (alloc time, end time, bytes); end = recorded free, or next release
-    open_: dict[Any, int] = {}
-    blocks: list[list[float]] = []
+    # gloo's blocks, live from their allocation to their free: the recorded one; or one
+    # the running total shows between two events without an event of its own (a free on
+    # a thread the profiler does not record), matched by size; or, failing both, the next
+    # Work.wait() return
+    live: dict[Any, int] = {}  # address -> bytes, gloo's blocks not yet freed
+    unseen: list[tuple[Any, float]] = []  # (address, deadline) of those, oldest first
+    with_gloo = peak = gloo_live = previous = 0
     for e in memory:
-        a = e["args"]
-        if a["Bytes"] > 0 and in_collective(e["ts"], e["tid"]):
-            open_[a["Addr"]] = len(blocks)
-            j = bisect.bisect_right(released, e["ts"])
-            blocks.append([e["ts"], released[j] if j < len(released) else float("inf"), a["Bytes"]])
-        elif a["Bytes"] < 0 and a["Addr"] in open_:
-            blocks[open_.pop(a["Addr"])][1] = e["ts"]
-    changes = sorted([(b[0], b[2]) for b in blocks] + [(b[1], -b[2]) for b in blocks])
-    with_gloo = peak = gloo_live = 0
-    k = 0
-    for e in memory:
-        while k < len(changes) and changes[k][0] <= e["ts"]:
-            gloo_live += changes[k][1]
-            k += 1
-        total = e["args"]["Total Allocated"]
+        a, ts = e["args"], e["ts"]
+        total = a["Total Allocated"]
+        hidden = -(total - previous - a["Bytes"]) if previous else 0
+        previous = total
+        for addr, deadline in list(unseen):  # released by now
+            if addr in live and deadline <= ts:
+                gloo_live -= live.pop(addr)
+        if hidden > 0:
+            match = [ad for ad, _ in reversed(unseen) if live.get(ad) == hidden][:1]
+            for addr in match or [ad for ad, _ in reversed(unseen) if ad in live]:
+                if addr in live and live[addr] <= hidden:
+                    hidden -= live[addr]
+                    gloo_live -= live.pop(addr)
+        if a["Bytes"] > 0 and a["Addr"] in live:  # its address is allocated again: freed
+            gloo_live -= live.pop(a["Addr"])
+        unseen = [(ad, d) for ad, d in unseen if ad in live]
+        if a["Bytes"] > 0 and in_collective(ts, e["tid"]):
+            j = bisect.bisect_right(released, ts)
+            live[a["Addr"]] = a["Bytes"]
+            unseen.append((a["Addr"], released[j] if j < len(released) else float("inf")))
+            gloo_live += a["Bytes"]
+        elif a["Bytes"] < 0 and a["Addr"] in live:
+            gloo_live -= live.pop(a["Addr"])
         with_gloo = max(with_gloo, total)
         peak = max(peak, total - gloo_live)
     return {"peak": peak, "with_gloo": with_gloo}
