@@ -38,8 +38,9 @@ frees on gloo's worker thread are not recorded, so the sum kept those blocks liv
 end of the run (an address allocated again with no free between shows it); (2) gloo's
 own buffers overlapped the peak or not, by timing (the worker's gathered-size buffer of a
 prefetched all-gather runs beside the backward); (3) the worker sometimes released an
-all-gather output after FSDP2 had dropped it. With all three handled, tiny, world 2,
-2 steps: each rank 76 B from the simulated one in every run (24 rank-runs).
+all-gather output after FSDP2 had dropped it. With all three handled, every rank of the
+full table (``tiny gpt2``) within 1,388 B of the simulated one, the same bytes run to
+run; README, "Plan a run".
 
     python benchmarks/plan_accuracy.py            # tiny and GPT-2-small, worlds 2 and 4
 """
@@ -111,8 +112,10 @@ def _allocator_peaks(trace: Path) -> dict[str, int]:
     - ``peak``: less the blocks gloo allocates for itself inside a collective (an
       allocation inside a ``c10d::`` or ``gloo:`` op, e.g. ``_reduce_scatter_base``'s
       clone of its whole input, or the gathered-size buffer of an all-gather), from their
-      allocation to their free, or, where that free is not recorded, to the next
-      ``Work.wait()`` return, by which gloo has released them
+      allocation to their free: the recorded one, or, where it has no event (freed on a
+      thread the profiler does not record), the first drop of the running total between
+      two events that it fits, its address being allocated again, or at the latest the
+      next ``Work.wait()`` return, by which gloo has released it
       (``_gloo_frees_on_the_calling_thread``). NCCL writes into the tensors it is handed,
       and what it allocates for itself is outside the caching allocator, so this is the
       figure a GPU's allocator has and the simulated rank's counterpart.
@@ -252,6 +255,10 @@ def _gloo_frees_on_the_calling_thread() -> None:
             release_after(name)
 
     def destroy_process_group(*args: Any, **kwargs: Any) -> None:
+        # DDP waits for its all-reduces in C++: let the worker release the last one (its
+        # captured thread-local state needs the GIL) before anything can join the worker
+        # while holding the GIL (~ProcessGroupGloo from DDP's ~Reducer: a hang seen here)
+        release()
         groups.clear()
         destroy(*args, **kwargs)
 
