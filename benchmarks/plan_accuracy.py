@@ -197,15 +197,17 @@ def _gloo_frees_on_the_calling_thread() -> None:
     ``at::wrapPropagateTLSState`` keeps for the profiler's callbacks, for the GIL). That
     free also happens where the profiler does not record it (``_count_every_thread``).
 
-    NCCL on a GPU frees at the user's own drop: the copy of the work its watchdog keeps
-    holds no tensors (``ProcessGroupNCCL::workEnqueue``, "Here we enqueue work without
-    outputs_", ProcessGroupNCCL.cpp). To measure that, each gloo group here has one worker
-    thread, and after each ``Work.wait()`` returns (or a synchronous collective, waited for
-    in C++, returns), a ``barrier`` on every gloo group runs
-    through that worker, which reaches it only once it has released the previous work:
-    by then the caller holds the last references, and frees them where FSDP2 drops them.
-    The barrier holds no tensors; it only orders the worker's release before the caller
-    goes on.
+    NCCL on a GPU frees at the user's own drop: the copy of the work its watchdog thread
+    keeps has no outputs (``ProcessGroupNCCL::workEnqueue``, "Here we enqueue work
+    without outputs_"), and the tensors it stashes for the allocator's safety are cleared
+    by the user's ``work.wait()`` ("the earlier the better, i.e. user calling
+    `work.wait`", ``WorkNCCL``'s copy constructor; torch/csrc/distributed/c10d/
+    ProcessGroupNCCL.cpp). To measure that, each gloo group here has one worker thread,
+    and after each ``Work.wait()`` returns (or a synchronous collective, waited for in
+    C++, returns), a ``barrier`` on every gloo group runs through that worker, which
+    reaches it only once it has released the previous work: by then the caller holds the
+    last references, and frees them where FSDP2 drops them. The barrier holds no tensors;
+    it only orders the worker's release before the caller goes on.
     """
     import torch.distributed.distributed_c10d as c10d
     from torch._C._distributed_c10d import ProcessGroup, ProcessGroupGloo, Work
