@@ -57,6 +57,7 @@ __all__ = [
     "estimate",
     "op_cost",
     "precision_of",
+    "runs_kernel",
     "transfer_seconds",
 ]
 
@@ -345,6 +346,19 @@ class _OpInfo:
 _OP_INFO: dict[Any, _OpInfo] = {}
 
 
+def _info(func: Any) -> _OpInfo:
+    info = _OP_INFO.get(func)
+    if info is None:
+        info = _OP_INFO[func] = _OpInfo.of(func)
+    return info
+
+
+def runs_kernel(func: Any) -> bool:
+    """Whether an aten overload runs a kernel: :func:`op_cost` prices views and metadata
+    operations (``view``, ``t``, ``detach``, ``empty`` ...) at zero."""
+    return not _info(func).no_kernel
+
+
 def _shapes(x: Any) -> Any:
     """``x`` with each tensor replaced by its shape (lists and tuples rebuilt as such), as
     the FLOP formulas take their arguments."""
@@ -398,9 +412,7 @@ def op_cost(
         (8000, 'memory', 8e-08)
     """
     kwargs = kwargs or {}
-    info = _OP_INFO.get(func)
-    if info is None:
-        info = _OP_INFO[func] = _OpInfo.of(func)
+    info = _info(func)
     if info.no_kernel:
         return OpCost(info.name, 0.0, 0, 0.0, "none")
     flops = 0.0

@@ -31,7 +31,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from torchplace.cost import tensors_in
+from torchplace.cost import runs_kernel, tensors_in
 from torchplace.sim import _autocast, _comm, _rules
 from torchplace.sim._kernels import REAL_KERNELS
 from torchplace.sim._state import SimState
@@ -98,6 +98,8 @@ class _Op:
     kernel: Callable[[Any, Any, torch.Generator], Any] | None  # a CUDA-only kernel's values
     collective: str | None  # a c10d collective's family
     host_factory: bool  # makes a tensor from a size (checked against host memory)
+    view: bool  # its outputs alias an input's storage: nothing new to account
+    priced: bool  # runs a kernel the cost model prices (not a view or metadata op)
 
     @staticmethod
     def of(func: Any) -> _Op:
@@ -109,6 +111,7 @@ class _Op:
             name.startswith("aten::_foreach_"), sync, _SEEDED in func.tags,
             any(a.name == "generator" for a in func._schema.arguments),
             REAL_KERNELS.get(func), _comm.collective_of(func), func in _HOST_FACTORIES,
+            func.is_view, runs_kernel(func),
         )  # fmt: skip
 
 
@@ -271,7 +274,9 @@ class SimDispatchMode(TorchDispatchMode):
             if state.real and "can't allocate memory" in str(e):
                 self._host_allocation_failed(func, args, kwargs, out_label)
             raise
-        if op.foreach and isinstance(out, (list, tuple)):
+        if op.view:
+            pass  # the output's storage is an input's: on its device already, or the host's
+        elif op.foreach and isinstance(out, (list, tuple)):
             firsts = next(a for a in args if isinstance(a, (list, tuple)))
             for t, ref in zip(out, firsts, strict=False):
                 if isinstance(t, torch.Tensor) and isinstance(ref, torch.Tensor):
@@ -294,7 +299,7 @@ class SimDispatchMode(TorchDispatchMode):
             for t in tensors_in((args, kwargs, out)):
                 if t.nbytes == size and op.collective in ("all_gather", "reduce_scatter"):
                     state.classify(t, "communication")
-        elif self.on_op is not None and not local.copying:
+        elif self.on_op is not None and op.priced and not local.copying:
             self.on_op(func, args, kwargs, out, out_label)
         return out
 
