@@ -214,18 +214,19 @@ class SimDispatchMode(TorchDispatchMode):
             else:
                 labels[id(a)] = label
 
-        def dev(t: torch.Tensor) -> str:
-            label = labels.get(id(t))
-            if label is None:
-                label = state._label(t)
-            return f"cuda:{label}" if label is not None else str(t.device.type)
-
         if func is _COPY and (labels or local.explicit is not None):
             return self._copy(args, kwargs)
         if local.explicit is not None:
             out_label: int | None = local.explicit
         elif labels:
             if on_host or op.host_arguments or len(set(labels.values())) > 1:
+
+                def dev(t: torch.Tensor) -> str:
+                    label = labels.get(id(t))
+                    if label is None:
+                        label = state._label(t)
+                    return f"cuda:{label}" if label is not None else str(t.device.type)
+
                 _rules.check(func, args, kwargs, dev)
             first = args[0] if args and isinstance(args[0], torch.Tensor) else None
             if op.index and first is not None:
