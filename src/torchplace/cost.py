@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -128,6 +128,16 @@ def precision_of(dtype: torch.dtype, *, tf32: bool = False) -> str:
         >>> precision_of(torch.bfloat16), precision_of(torch.float32, tf32=True)
         ('bf16', 'tf32')
     """
+    key = _PRECISION_OF.get((dtype, tf32))
+    if key is None:
+        key = _PRECISION_OF[dtype, tf32] = _precision_of(dtype, tf32)
+    return key
+
+
+_PRECISION_OF: dict[tuple[torch.dtype, bool], str] = {}  # every priced operation asks
+
+
+def _precision_of(dtype: torch.dtype, tf32: bool) -> str:
     if dtype in (torch.float64, torch.complex128):
         return "fp64"
     if dtype == torch.bfloat16:
@@ -241,9 +251,9 @@ class Peaks:
         return float(self.flops_per_s.get(key, self.flops_per_s["fp32"]))
 
 
-@dataclass(frozen=True)
-class OpCost:
-    """The roofline price of one operation.
+class OpCost(NamedTuple):
+    """The roofline price of one operation (a named tuple: the simulator makes one for
+    every operation, and a frozen dataclass costs five times as much to build).
 
     Attributes:
         op: the aten operation, e.g. ``"aten.mm"``.
@@ -294,23 +304,28 @@ def _collect(items: Any, found: list[torch.Tensor]) -> None:
 
 def _footprint_bytes(t: torch.Tensor) -> int:
     """Bytes an operation reads from ``t``: broadcast (stride-0) dimensions count once."""
-    if t.layout != torch.strided or 0 not in t.stride():
+    if t.layout != torch.strided:
         return int(t.numel()) * t.element_size()
-    elements = math.prod(int(n) for n, s in zip(t.shape, t.stride(), strict=True) if int(s) != 0)
+    stride = t.stride()
+    if 0 not in stride:
+        return int(t.nbytes)
+    elements = math.prod(int(n) for n, s in zip(t.shape, stride, strict=True) if int(s) != 0)
     return elements * t.element_size() if t.numel() else 0
 
 
 def _bytes_moved(write_only: bool, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> int:
-    written = {id(t) for t in outputs}
-    seen: set[int] = set()
+    """Each distinct input read once (not an output it only overwrites), each distinct
+    output written once."""
+    seen = {id(t) for t in outputs} if write_only else set()
     read = 0
     for t in inputs:
-        if id(t) in seen or (write_only and id(t) in written):
-            continue
-        seen.add(id(t))
-        read += _footprint_bytes(t)
-    write = sum(int(t.numel()) * t.element_size() for t in {id(t): t for t in outputs}.values())
-    return read + write
+        if id(t) not in seen:
+            seen.add(id(t))
+            read += _footprint_bytes(t)
+    if len(outputs) == 1:
+        return read + int(outputs[0].numel()) * outputs[0].element_size()
+    written = {id(t): t for t in outputs}.values()
+    return read + sum(int(t.numel()) * t.element_size() for t in written)
 
 
 # Matrix products: the argument that is the first matrix (its last dimension is k).
@@ -371,10 +386,11 @@ def _shapes(x: Any) -> Any:
     return x
 
 
-def _compute_dtype(tensors: list[torch.Tensor]) -> torch.dtype:
-    for t in tensors:
-        if t.is_floating_point():
-            return t.dtype
+def _compute_dtype(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> torch.dtype:
+    for tensors in (inputs, outputs):
+        for t in tensors:
+            if t.is_floating_point():
+                return t.dtype
     return torch.float32
 
 
@@ -386,6 +402,8 @@ def op_cost(
     peaks: Peaks,
     *,
     tf32: bool = False,
+    inputs: list[torch.Tensor] | None = None,
+    outputs: list[torch.Tensor] | None = None,
 ) -> OpCost:
     """Price one aten operation on the device described by ``peaks``.
 
@@ -398,6 +416,8 @@ def op_cost(
         out: what it returned.
         peaks: the device.
         tf32: whether float32 matrix products run on TF32 tensor cores.
+        inputs, outputs: the tensors of ``(args, kwargs)`` and of ``out``, in order, where
+            the caller has found them already (the simulator has); found here otherwise.
 
     Returns:
         The operation's :class:`OpCost`.
@@ -424,10 +444,14 @@ def op_cost(
             flops = float(info.count(*shaped_args, **shaped_kwargs, out_shape=_shapes(out)))
         else:
             flops = float(info.count(*args, **kwargs, out_val=out))
-    inputs, outputs = tensors_in((args, kwargs)), tensors_in(out)
+    if inputs is None:
+        inputs = tensors_in((args, kwargs))
+    if outputs is None:
+        outputs = tensors_in(out)
     nbytes = _bytes_moved(info.write_only, inputs, outputs)
-    dtype = _compute_dtype(inputs + outputs)
-    compute = flops / peaks.flops_for(dtype, tf32=tf32)
+    dtype = _compute_dtype(inputs, outputs)
+    precision = precision_of(dtype, tf32=tf32)
+    compute = flops / peaks.flops_per_s.get(precision, peaks.flops_per_s["fp32"]) if flops else 0.0
     memory = nbytes / peaks.bandwidth_bytes_per_s
     bound: Bound
     if peaks.launch_seconds > max(compute, memory):
@@ -435,9 +459,8 @@ def op_cost(
     else:
         bound = "compute" if compute > memory else "memory"
     return OpCost(
-        info.name, flops, nbytes, max(compute, memory) + peaks.launch_seconds, bound,
-        precision_of(dtype, tf32=tf32),
-    )  # fmt: skip
+        info.name, flops, nbytes, max(compute, memory) + peaks.launch_seconds, bound, precision
+    )
 
 
 def transfer_seconds(nbytes: int, peaks: Peaks, direction: Literal["h2d", "d2h"] = "h2d") -> float:

@@ -196,6 +196,8 @@ class SimDispatchMode(TorchDispatchMode):
                 return NotImplemented
         # Reached from C++ (a storage copy, the autograd engine), the function mode may still
         # be active; below autograd only the real devices count.
+        if not torch._C._is_torch_function_mode_enabled():
+            return self._dispatch(func, args, kwargs or {})
         with torch._C.DisableTorchFunction():
             return self._dispatch(func, args, kwargs or {})
 
@@ -205,21 +207,23 @@ class SimDispatchMode(TorchDispatchMode):
         if op is None:
             op = _OPS[func] = _Op.of(func)
         leaves = tensors_in((args, kwargs))
-        labels: dict[int, int] = {}
+        labels: dict[int, int] = {}  # id -> label of the arguments on simulated devices
         on_host = False  # some tensor argument is not on a simulated device
+        label_of = state._label  # torch functions are disabled here
         for a in leaves:
-            label = state._label(a)  # torch functions are disabled here
+            label = label_of(a)
             if label is None:
                 on_host = True
             else:
                 labels[id(a)] = label
 
-        if func is _COPY and (labels or local.explicit is not None):
+        explicit = local.explicit
+        if func is _COPY and (labels or explicit is not None):
             return self._copy(args, kwargs)
-        if local.explicit is not None:
-            out_label: int | None = local.explicit
+        if explicit is not None:
+            out_label: int | None = explicit
         elif labels:
-            if on_host or op.host_arguments or len(set(labels.values())) > 1:
+            if on_host or op.host_arguments or (len(labels) > 1 and len(set(labels.values())) > 1):
 
                 def dev(t: torch.Tensor) -> str:
                     label = labels.get(id(t))
@@ -234,7 +238,7 @@ class SimDispatchMode(TorchDispatchMode):
                 if out_label is None:
                     return func(*args, **kwargs)
             else:
-                out_label = next(labels[id(a)] for a in leaves if id(a) in labels)
+                out_label = next(iter(labels.values()))  # the first simulated argument's
         elif not leaves:
             out_label = local.target  # a factory inside a simulated call (or None)
         elif func is _TO_COPY and local.target is not None and _to_backing(kwargs, state):
@@ -275,6 +279,7 @@ class SimDispatchMode(TorchDispatchMode):
             if state.real and "can't allocate memory" in str(e):
                 self._host_allocation_failed(func, args, kwargs, out_label)
             raise
+        outs = tensors_in(out)
         if op.view:
             pass  # the output's storage is an input's: on its device already, or the host's
         elif op.foreach and isinstance(out, (list, tuple)):
@@ -283,25 +288,26 @@ class SimDispatchMode(TorchDispatchMode):
                 if isinstance(t, torch.Tensor) and isinstance(ref, torch.Tensor):
                     state.register(t, labels.get(id(ref), out_label))
         else:
-            # storages of host inputs (an output that aliases one stays on the host)
-            host = {id(t.untyped_storage()) for t in leaves if id(t) not in labels}
-            host_outputs = {id(out[i]) for i in op.host_outputs}
+            host: Any = ()  # storages of host inputs (an output aliasing one stays there)
+            if on_host:
+                host = {t.untyped_storage()._cdata for t in leaves if id(t) not in labels}
+            host_outputs = {id(out[i]) for i in op.host_outputs} if op.host_outputs else ()
             on_backing = state._on_backing
-            for t in tensors_in(out):
+            for t in outs:
                 if id(t) in host_outputs:
                     continue  # an output the CUDA kernel makes on the host
                 if t.layout != torch.strided:
                     raise _not_simulated_layout(t, out_label, op.name)
-                if on_backing(t) and (not on_host or id(t.untyped_storage()) not in host):
+                if on_backing(t) and (not host or t.untyped_storage()._cdata not in host):
                     state.register(t, out_label)
         if op.collective is not None:
-            size = max((t.nbytes for t in tensors_in((args, kwargs, out))), default=0)
+            size = max((t.nbytes for t in leaves + outs), default=0)
             state.collective(out_label, op.collective, size, _group_size(args, kwargs))
-            for t in tensors_in((args, kwargs, out)):
+            for t in leaves + outs:
                 if t.nbytes == size and op.collective in ("all_gather", "reduce_scatter"):
                     state.classify(t, "communication")
         elif self.on_op is not None and op.priced and not local.copying:
-            self.on_op(func, args, kwargs, out, out_label)
+            self.on_op(func, args, kwargs, out, out_label, leaves, outs)
         return out
 
     def _run(self, func: Any, op: _Op, args: Any, kwargs: Any, device: Any) -> Any:

@@ -163,12 +163,14 @@ def simulate(
     net = catalog.network(network) if network else catalog.network()
     state.topology = Topology(nodes, gpus, float(net.bandwidth_bytes_per_s))
 
-    def on_op(func: Any, args: Any, kwargs: Any, out: Any, label: int) -> None:
+    def on_op(
+        func: Any, args: Any, kwargs: Any, out: Any, label: int, inputs: Any, outputs: Any
+    ) -> None:
         tf32 = torch._C._get_cublas_allow_tf32()  # torch.backends.cuda.matmul.allow_tf32
         scope = state.scopes[-1] if state.scopes else None
         estimate = state.devices[label].estimate
         assert estimate is not None  # set for every device above
-        cost = op_cost(func, args, kwargs, out, peaks, tf32=tf32)
+        cost = op_cost(func, args, kwargs, out, peaks, tf32=tf32, inputs=inputs, outputs=outputs)
         estimate.add(cost, scope)
         if cost.bound != "none":
             state.trace.op(label, cost.flops, cost.bytes, cost.precision)

@@ -174,7 +174,7 @@ def _fsdp_unsharded(module: torch.nn.Module) -> list[torch.Tensor]:
     return [p for p in params if p is not None and p.untyped_storage().nbytes() > 0]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Storage:
     device: int
     nbytes: int
@@ -250,6 +250,8 @@ class SimState:
     _frozen: bool = False  # CUDA_VISIBLE_DEVICES was read (at the first CUDA call)
     _current: threading.local = field(default_factory=threading.local)
     _pending_frees: list[int] = field(default_factory=list)
+    # storage key -> the weak reference whose callback reports the storage's death
+    _refs: dict[int, weakref.KeyedRef] = field(default_factory=dict)
     _emptied: dict[int, int] = field(default_factory=dict)  # resized to 0 bytes: its device
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -357,7 +359,8 @@ class SimState:
         return self._label(t)
 
     def _label(self, t: torch.Tensor) -> int | None:
-        if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
+        kind = type(t)
+        if kind is not torch.Tensor and kind is not torch.nn.Parameter:
             local = getattr(t, "_local_tensor", None)  # a DTensor: the device of its shard
             if local is not None:
                 return self._label(local)
@@ -415,7 +418,7 @@ class SimState:
             if self.category_override is not None:
                 self.kinds[key] = self.category_override
             if finalize:
-                weakref.finalize(storage, self._pending_frees.append, key)
+                self._refs[key] = weakref.KeyedRef(storage, self._died, key)
             self._after_alloc(dev)
 
     def resize_storage(self, storage: Any, device: int, nbytes: int) -> None:
@@ -560,9 +563,15 @@ class SimState:
             if self.real:
                 self.host_bytes -= rec.nbytes
 
+    def _died(self, ref: weakref.KeyedRef) -> None:
+        """A simulated storage is gone (a weakref callback: any thread, any moment)."""
+        self._pending_frees.append(ref.key)
+
     def _drain(self) -> None:
         while self._pending_frees:
-            self._free_key(self._pending_frees.pop())
+            key = self._pending_frees.pop()
+            self._refs.pop(key, None)
+            self._free_key(key)
 
     def sync(self) -> None:
         """Process frees that are pending (storage deaths are recorded asynchronously)."""

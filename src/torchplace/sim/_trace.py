@@ -21,6 +21,8 @@ __all__ = ["CATEGORY_NAMES", "OP_KINDS", "PHASES", "WORKSPACE", "Trace"]
 PHASES = ("other", "forward", "backward", "optimizer")
 #: what an operation record's time is priced by: a precision's peak, or a host copy
 OP_KINDS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "h2d", "d2h", "nvlink", "network")
+_PHASE_IDS = {name: i for i, name in enumerate(PHASES)}
+_OP_KIND_IDS = {name: i for i, name in enumerate(OP_KINDS)}
 #: the scope the cuBLAS workspace is recorded under (its size depends on the GPU)
 WORKSPACE = "cuBLAS workspace"
 CATEGORY_NAMES = (
@@ -97,7 +99,7 @@ class Trace:
     ) -> int:
         """Record an allocation; return its index (-1 once the trace is full)."""
         seq = self._next()
-        if self.full:
+        if self.truncated_at is not None:
             return -1
         self.device.append(device)
         self.size.append(nbytes)
@@ -106,7 +108,7 @@ class Trace:
         self.end.append(-1)
         self.start_time.append(time)
         self.end_time.append(-1.0)
-        self.phase.append(PHASES.index(phase) if phase in PHASES else 0)
+        self.phase.append(_PHASE_IDS.get(phase, 0))
         self.category.append(-1)
         self.frame.append(self._intern(self.frames, self._frame_ids, frame))
         self.scope.append(self._intern(self.scopes, self._scope_ids, scope))
@@ -135,7 +137,7 @@ class Trace:
         self.op_device.append(device)
         self.op_flops.append(flops)
         self.op_bytes.append(nbytes)
-        self.op_kind.append(OP_KINDS.index(kind))
+        self.op_kind.append(_OP_KIND_IDS[kind])
         self.op_seq.append(self.seq)
 
     def step(self, time: float) -> None:

@@ -378,7 +378,7 @@ class CachingAllocatorModel:
         _check_bytes("stream", stream)
         if nbytes == 0:
             return 0
-        size = round_size(nbytes)
+        size = -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE  # round_size, checked above
         pool = self._small_pool if size <= _SMALL_SIZE else self._large_pool
         block = self._get_free_block(pool, size, stream)
         if block is None:
@@ -422,9 +422,6 @@ class CachingAllocatorModel:
                 "exactly once, on the allocator that returned it."
             )
         block.allocated = False
-        pool_index = _SMALL if block.small else _LARGE
-        self._stats["allocation"].decrease(pool_index, 1)
-        self._stats["allocated_bytes"].decrease(pool_index, block.size)
         if block.size >= self._max_split:
             self._oversize_allocations.decrease(1)
         self._free_block(block)
@@ -487,6 +484,8 @@ class CachingAllocatorModel:
         for name, array in self._stats.items():
             for pool_name, stat in zip(_POOL_NAMES, array, strict=True):
                 stat.export(f"{name}.{pool_name}", result)
+                if name in _SAME_AS:
+                    stat.export(f"{_SAME_AS[name]}.{pool_name}", result)
         self._oversize_allocations.export("oversize_allocations", result)
         self._oversize_segments.export("oversize_segments", result)
         result["num_alloc_retries"] = self._num_alloc_retries
@@ -635,8 +634,6 @@ class CachingAllocatorModel:
         block.requested = nbytes
         stats["allocation"].increase(pool_index, 1)
         stats["allocated_bytes"].increase(pool_index, block.size)
-        stats["active"].increase(pool_index, 1)
-        stats["active_bytes"].increase(pool_index, block.size)
         stats["requested_bytes"].increase(pool_index, nbytes)
         if block.size >= self._max_split:
             self._oversize_allocations.increase(1)
@@ -661,8 +658,8 @@ class CachingAllocatorModel:
         stats = self._stats
         stats["inactive_split"].change(pool_index, net_blocks)
         stats["inactive_split_bytes"].change(pool_index, net_bytes)
-        stats["active"].decrease(pool_index, 1)
-        stats["active_bytes"].decrease(pool_index, original_size)
+        stats["allocation"].decrease(pool_index, 1)
+        stats["allocated_bytes"].decrease(pool_index, original_size)
         stats["requested_bytes"].decrease(pool_index, requested)
 
     def _try_merge_blocks(self, dst: _Block, src: _Block | None, pool: _Pool) -> int:
@@ -781,14 +778,15 @@ class _Pool:
 _STAT_ARRAYS = (
     "allocation",
     "segment",
-    "active",
     "inactive_split",
     "allocated_bytes",
     "reserved_bytes",
-    "active_bytes",
     "inactive_split_bytes",
     "requested_bytes",
 )
+# c10's "active" stats count blocks in use or waiting for a stream's event before they may
+# be reused (record_stream); without streams to wait for they are the allocation stats.
+_SAME_AS = {"allocation": "active", "allocated_bytes": "active_bytes"}
 
 
 class _Stat:
@@ -823,16 +821,25 @@ class _StatArray(list[_Stat]):
         super().__init__(_Stat() for _ in _POOL_NAMES)
 
     def increase(self, pool_index: int, amount: int) -> None:
-        for stat in (self[_ALL], self[pool_index]):  # _Stat.increase, inlined: a hot path
-            stat.current += amount
-            if stat.current > stat.peak:
-                stat.peak = stat.current
-            stat.allocated += amount
+        # _Stat.increase for both stats, inlined: every malloc makes several of these calls
+        stat = self[_ALL]
+        stat.current += amount
+        if stat.current > stat.peak:
+            stat.peak = stat.current
+        stat.allocated += amount
+        stat = self[pool_index]
+        stat.current += amount
+        if stat.current > stat.peak:
+            stat.peak = stat.current
+        stat.allocated += amount
 
     def decrease(self, pool_index: int, amount: int) -> None:
-        for stat in (self[_ALL], self[pool_index]):
-            stat.current -= amount
-            stat.freed += amount
+        stat = self[_ALL]
+        stat.current -= amount
+        stat.freed += amount
+        stat = self[pool_index]
+        stat.current -= amount
+        stat.freed += amount
 
     def change(self, pool_index: int, amount: int) -> None:
         if amount > 0:
@@ -853,5 +860,7 @@ def _format_size(nbytes: int) -> str:
 
 
 def _check_bytes(name: str, value: object) -> None:
+    if type(value) is int and value >= 0:  # the common case, first: every malloc checks
+        return
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
