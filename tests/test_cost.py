@@ -134,6 +134,20 @@ def test_conv_flops_follow_pytorch_formula(h100: Peaks) -> None:
     assert c.bytes == (x.numel() + w.numel() + out.numel()) * 4
 
 
+def test_formula_flops_are_remembered_by_shapes_and_arguments(h100: Peaks) -> None:
+    # the second pricing of the same shapes comes from the cache; other shapes or another
+    # stride (a non-tensor argument) are priced anew
+    def conv_flops(batch: int, stride: int) -> float:
+        x, w = _meta(batch, 64, 56, 56), _meta(128, 64, 3, 3)
+        args = (x, w, None, [stride, stride], [1, 1], [1, 1], False, [0, 0], 1)
+        out = aten.convolution.default(*args)
+        return op_cost(aten.convolution.default, args, {}, out, h100).flops
+
+    assert conv_flops(8, 1) == conv_flops(8, 1) == 2 * 8 * 128 * 56 * 56 * 64 * 3 * 3
+    assert conv_flops(2, 1) == 2 * 2 * 128 * 56 * 56 * 64 * 3 * 3
+    assert conv_flops(8, 2) == 2 * 8 * 128 * 28 * 28 * 64 * 3 * 3
+
+
 def test_fake_tensors_are_priced_from_shapes(h100: Peaks) -> None:
     with FakeTensorMode():
         a = torch.empty(256, 512)

@@ -386,6 +386,39 @@ def _shapes(x: Any) -> Any:
     return x
 
 
+#: FLOPs from a formula on shapes, by operation and shapes: a training loop repeats the same
+#: few such operations (attention, convolution) and a formula takes 100-300 µs to evaluate.
+_FLOPS: dict[tuple[Any, ...], float] = {}
+
+
+def _formula_flops(func: Any, info: _OpInfo, args: Any, kwargs: Any, out: Any) -> float:
+    key = (func, _hashable(args), _hashable(kwargs), _hashable(out))
+    try:
+        flops = _FLOPS.get(key)
+        cache = True
+    except TypeError:  # an argument that does not hash: evaluate every time
+        flops, cache = None, False
+    if flops is None:
+        assert info.count is not None
+        flops = float(info.count(*args, **kwargs, out_shape=out))
+        if cache:
+            if len(_FLOPS) >= 4096:  # shapes that keep changing (generation): start again
+                _FLOPS.clear()
+            _FLOPS[key] = flops
+    return flops
+
+
+def _hashable(x: Any) -> Any:
+    """``x`` (shapes in place of tensors) with its lists and dicts made tuples."""
+    if isinstance(x, list):
+        return tuple(_hashable(y) for y in x)
+    if isinstance(x, dict):
+        return tuple((k, _hashable(v)) for k, v in x.items())
+    if type(x) is tuple:
+        return tuple(_hashable(y) for y in x)
+    return x
+
+
 def _compute_dtype(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> torch.dtype:
     for tensors in (inputs, outputs):
         for t in tensors:
@@ -438,12 +471,10 @@ def op_cost(
     flops = 0.0
     if info.gemm is not None:  # flop_counter's mm/bmm formulas, 2·m·n·k, without the walk
         flops = 2.0 * out.numel() * args[info.gemm].shape[-1]
-    elif info.count is not None:
-        if info.on_shapes:  # the formula itself: shape_wrapper's pytree walk was most of the cost
-            shaped_args, shaped_kwargs = _shapes(args), _shapes(kwargs)
-            flops = float(info.count(*shaped_args, **shaped_kwargs, out_shape=_shapes(out)))
-        else:
-            flops = float(info.count(*args, **kwargs, out_val=out))
+    elif info.on_shapes:  # the formula itself: shape_wrapper's pytree walk was most of the cost
+        flops = _formula_flops(func, info, _shapes(args), _shapes(kwargs), _shapes(out))
+    elif info.count is not None:  # a formula that reads more than shapes (nested attention)
+        flops = float(info.count(*args, **kwargs, out_val=out))
     if inputs is None:
         inputs = tensors_in((args, kwargs))
     if outputs is None:

@@ -206,6 +206,8 @@ class SimDispatchMode(TorchDispatchMode):
         op = _OPS.get(func)
         if op is None:
             op = _OPS[func] = _Op.of(func)
+        if op.view:  # one tensor's storage seen anew: its label is the storage's already
+            return self._run(func, op, args, kwargs, None)
         leaves = tensors_in((args, kwargs))
         labels: dict[int, int] = {}  # id -> label of the arguments on simulated devices
         on_host = False  # some tensor argument is not on a simulated device
@@ -280,9 +282,7 @@ class SimDispatchMode(TorchDispatchMode):
                 self._host_allocation_failed(func, args, kwargs, out_label)
             raise
         outs = tensors_in(out)
-        if op.view:
-            pass  # the output's storage is an input's: on its device already, or the host's
-        elif op.foreach and isinstance(out, (list, tuple)):
+        if op.foreach and isinstance(out, (list, tuple)):
             firsts = next(a for a in args if isinstance(a, (list, tuple)))
             for t, ref in zip(out, firsts, strict=False):
                 if isinstance(t, torch.Tensor) and isinstance(ref, torch.Tensor):

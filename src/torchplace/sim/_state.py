@@ -391,19 +391,17 @@ class SimState:
     ) -> None:
         """Account for an ``UntypedStorage`` on ``device`` if it is new; ``nbytes`` (the
         size a GPU kernel would have given a tensor the CPU computed) re-accounts it."""
-        if self._pending_frees:
-            self.sync()
-        key = storage._cdata
-        rec = self.storages.get(key)
-        if rec is not None and nbytes is not None:
-            self._free_key(key)
-        elif rec is not None:
-            if storage.nbytes() <= rec.nbytes:
-                return
-            self._free_key(key)  # resize_ grew the storage: a new block
-        nbytes = storage.nbytes() if nbytes is None else nbytes
         with self._lock:
-            self._drain()
+            if self._pending_frees:
+                self._drain()  # a dead storage's address may belong to this one now
+            key = storage._cdata
+            rec = self.storages.get(key)
+            if rec is not None:
+                if nbytes is None and storage.nbytes() <= rec.nbytes:
+                    return
+                self._free_key(key)  # re-accounted, or resize_ grew the storage: a new block
+            if nbytes is None:
+                nbytes = storage.nbytes()
             self.initialized = True
             dev = self.devices[device]
             handle = self._malloc(dev, nbytes)
