@@ -185,8 +185,7 @@ def simulate(
             for name, sub in mod.named_modules():
                 names.setdefault(id(sub), f"{root}.{name}" if name else root)
                 state.modules.add(sub)
-        for p in mod.parameters(recurse=False):
-            state.classify(p, "parameters")
+        state.classify(mod.parameters(recurse=False), "parameters")
         state.scopes.append(names[id(mod)])
         state.phase = "forward"
 
@@ -202,11 +201,9 @@ def simulate(
     def pre_step(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         state.optimizers.add(opt)
         state.phase = "optimizer"
-        for group in opt.param_groups:
-            for p in group["params"]:
-                state.classify(p, "parameters")
-                if p.grad is not None:
-                    state.classify(p.grad, "gradients")
+        params = [p for group in opt.param_groups for p in group["params"]]
+        state.classify(params, "parameters")
+        state.classify([p.grad for p in params if p.grad is not None], "gradients")
 
     def post_step(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         state.phase = "other"

@@ -18,7 +18,7 @@ import sys
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -292,12 +292,16 @@ class SimState:
         estimate = self.devices[device].estimate
         return estimate.seconds if estimate is not None else 0.0
 
-    def classify(self, tensor: torch.Tensor, kind: str) -> None:
-        """Record what a simulated tensor is (parameters, gradients, optimizer_state)."""
+    def classify(self, tensors: torch.Tensor | Iterable[torch.Tensor], kind: str) -> None:
+        """Record what simulated tensors are (parameters, gradients, optimizer_state)."""
         with torch._C.DisableTorchFunction():  # called from hooks: the simulation's own reads
-            tensor = getattr(tensor, "_local_tensor", tensor)  # a DTensor: its shard
-            if self._label(tensor) is not None:
-                self.kinds[tensor.untyped_storage()._cdata] = kind
+            for tensor in (tensors,) if isinstance(tensors, torch.Tensor) else tensors:
+                self._classify(tensor, kind)
+
+    def _classify(self, tensor: torch.Tensor, kind: str) -> None:
+        tensor = getattr(tensor, "_local_tensor", tensor)  # a DTensor: its shard
+        if self._label(tensor) is not None:
+            self.kinds[tensor.untyped_storage()._cdata] = kind
 
     def init_cuda(self) -> None:
         """Read ``CUDA_VISIBLE_DEVICES`` as CUDA does, once, at the first CUDA call: the
@@ -602,17 +606,17 @@ class SimState:
         opts = list(self.optimizers)
         params += [p for opt in opts for group in opt.param_groups for p in group["params"]]
         for p in params:
-            self.classify(p, "parameters")
+            self._classify(p, "parameters")
             if p.grad is not None:
-                self.classify(p.grad, "gradients")
+                self._classify(p.grad, "gradients")
         for m in list(self.modules):
             for full in _fsdp_unsharded(m):
-                self.classify(full, "unsharded_parameters")
+                self._classify(full, "unsharded_parameters")
         for opt in opts:
             for values in opt.state.values():
                 for v in values.values():
                     if isinstance(v, torch.Tensor) and v.dim() > 0:
-                        self.classify(v, "optimizer_state")
+                        self._classify(v, "optimizer_state")
 
     def _snapshot(self, dev: SimDevice) -> None:
         dev.snapshot_at = dev.allocated
