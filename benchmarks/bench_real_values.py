@@ -25,6 +25,13 @@ other jobs share the cores); the kernels one step runs on the simulated GPU (the
 cost model prices) and the simulator's extra wall time per kernel (its cost is per op, so
 the ratio falls as the ops get larger). The goal (issue 9): at most 1.5×.
 
+On a shared machine a process's speed drifts by 10-20 % from one process to the next and
+over seconds; so each model is also run ``--interleaved`` rounds in one process, alternating
+one plain step, one step under the empty modes and one simulated step (the simulated copy
+of the model is made anew in each round, after ``--warmup`` untimed steps), and the medians
+of those are printed as the "interleaved" ratios: the three cases then share the machine's
+state of the moment.
+
 Run:
     .venv/bin/python benchmarks/bench_real_values.py [--steps 20] [--warmup 3] [--rounds 2]
         [--models cnn transformer] [--threads N] [--json]
@@ -33,6 +40,7 @@ Run:
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import statistics
@@ -168,11 +176,47 @@ def run_case(model_name: str, mode: str, steps: int, warmup: int) -> dict[str, A
     return {"wall": wall, "cpu": cpu, "ops_per_step": ops}
 
 
+def run_interleaved(model_name: str, rounds: int, warmup: int) -> dict[str, list[float]]:
+    """Each round, in this process: a plain step, a step under the empty modes and a step
+    on a simulated GPU (of a fresh copy of the model), each step's wall seconds."""
+    from torchplace.sim import simulate
+
+    torch.manual_seed(0)
+    model, (x, y), loss_fn = MODELS[model_name]()
+
+    def stepper(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Any:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+
+        def step() -> float:
+            start = time.perf_counter()
+            opt.zero_grad()
+            loss_fn(model, x, y).backward()
+            opt.step()
+            return time.perf_counter() - start
+
+        for _ in range(warmup):
+            step()
+        return step
+
+    plain = stepper(model, x, y)
+    wall: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for _ in range(rounds):
+        wall["cpu"].append(plain())
+        with _EmptyModes():
+            wall["modes"].append(plain())
+        with simulate("H100", values="real"):
+            wall["sim"].append(stepper(copy.deepcopy(model).cuda(), x.cuda(), y.cuda())())
+    return wall
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=20, help="timed steps per process")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--rounds", type=int, default=2, help="processes per case")
+    parser.add_argument(
+        "--interleaved", type=int, default=15, help="rounds of the interleaved run (0: none)"
+    )
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=sorted(MODELS))
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument(
@@ -182,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.child and args.child[1] == "interleaved":
+        print(json.dumps(run_interleaved(args.child[0], args.interleaved, args.warmup)))
+        return 0
     if args.child:
         print(json.dumps(run_case(args.child[0], args.child[1], args.steps, args.warmup)))
         return 0
@@ -201,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                 pooled[mode]["wall"] += case["wall"]
                 pooled[mode]["cpu"] += case["cpu"]
                 ops = case["ops_per_step"] or ops
-        r = {
+        r: dict[str, Any] = {
             f"{mode}_{kind}_seconds": statistics.median(pooled[mode][kind])
             for mode in MODES
             for kind in ("wall", "cpu")
@@ -213,6 +260,14 @@ def main(argv: list[str] | None = None) -> int:
         r["ops_per_step"] = ops
         extra = r["sim_wall_seconds"] - r["cpu_wall_seconds"]
         r["overhead_per_op_seconds"] = extra / ops if ops else None
+        if args.interleaved:
+            cmd = [sys.executable, __file__, "--child", name, "interleaved"]
+            cmd += ["--interleaved", str(args.interleaved), "--warmup", str(args.warmup)]
+            cmd += ["--threads", str(args.threads)]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+            wall = {k: statistics.median(v) for k, v in json.loads(out.splitlines()[-1]).items()}
+            r["interleaved_ratio_wall"] = wall["sim"] / wall["cpu"]
+            r["interleaved_modes_ratio_wall"] = wall["modes"] / wall["cpu"]
         results[name] = r
     meta = {
         "torch": torch.__version__,
@@ -221,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": args.steps,
         "warmup": args.warmup,
         "rounds": args.rounds,
+        "interleaved_rounds": args.interleaved,
         "goal_ratio": _GOAL,
     }
     if args.json:
@@ -245,6 +301,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['ratio_cpu']:>5.2f}×   {r['ops_per_step']:>7.0f} "
             f"{(per_op or 0) * 1e6:>5.0f}  {mark}"
         )
+    for name, r in results.items():
+        if "interleaved_ratio_wall" in r:
+            mark = "ok" if r["interleaved_ratio_wall"] <= _GOAL else "over"
+            print(
+                f"{name:<12} interleaved in one process ({args.interleaved} rounds): modes "
+                f"{r['interleaved_modes_ratio_wall']:.2f}×, sim real "
+                f"{r['interleaved_ratio_wall']:.2f}×  {mark}"
+            )
     print(
         "modes: the plain step under two torch modes that only call the function (the floor "
         "of a mode-based simulator); ratios are to plain CPU; CPU time: time.process_time of "

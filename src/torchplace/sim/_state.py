@@ -254,6 +254,13 @@ class SimState:
     _refs: dict[int, weakref.KeyedRef] = field(default_factory=dict)
     _emptied: dict[int, int] = field(default_factory=dict)  # resized to 0 bytes: its device
     _lock: threading.RLock = field(default_factory=threading.RLock)
+    _died: Callable[[weakref.KeyedRef], None] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        pending = self._pending_frees
+        # The weakref callback of a simulated storage: it died (any thread, any moment). No
+        # reference to self: a finished simulation's state goes without a garbage collection.
+        self._died = lambda ref: pending.append(ref.key)
 
     @classmethod
     def create(
@@ -564,10 +571,6 @@ class SimState:
             self.trace.free(rec.trace_index, self.clock(rec.device), self.kinds.pop(key, None))
             if self.real:
                 self.host_bytes -= rec.nbytes
-
-    def _died(self, ref: weakref.KeyedRef) -> None:
-        """A simulated storage is gone (a weakref callback: any thread, any moment)."""
-        self._pending_frees.append(ref.key)
 
     def _drain(self) -> None:
         while self._pending_frees:
