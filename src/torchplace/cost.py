@@ -247,8 +247,12 @@ class Peaks:
             >>> p.flops_for(torch.bfloat16), p.flops_for(torch.float16)
             (4000000000000.0, 1000000000000.0)
         """
-        key = precision_of(dtype, tf32=tf32)
-        return float(self.flops_per_s.get(key, self.flops_per_s["fp32"]))
+        return self.flops_at(precision_of(dtype, tf32=tf32))
+
+    def flops_at(self, precision: str) -> float:
+        """Peak FLOP/s for a precision key (see :data:`PRECISIONS`), fp32's where there is
+        no own figure."""
+        return float(self.flops_per_s.get(precision, self.flops_per_s["fp32"]))
 
 
 class OpCost(NamedTuple):
@@ -400,7 +404,8 @@ def _formula_flops(func: Any, info: _OpInfo, args: Any, kwargs: Any, out: Any) -
         flops, cache = None, False
     if flops is None:
         assert info.count is not None
-        flops = float(info.count(*args, **kwargs, out_shape=out))
+        shaped_args, shaped_kwargs = _shapes(args), _shapes(kwargs)
+        flops = float(info.count(*shaped_args, **shaped_kwargs, out_shape=_shapes(out)))
         if cache:
             if len(_FLOPS) >= 4096:  # shapes that keep changing (generation): start again
                 _FLOPS.clear()
@@ -409,7 +414,10 @@ def _formula_flops(func: Any, info: _OpInfo, args: Any, kwargs: Any, out: Any) -
 
 
 def _hashable(x: Any) -> Any:
-    """``x`` (shapes in place of tensors) with its lists and dicts made tuples."""
+    """``x`` with shapes in place of tensors and tuples in place of lists and dicts: the
+    cache key of :func:`_formula_flops`, made without building :func:`_shapes` first."""
+    if isinstance(x, torch.Tensor):
+        return x.shape
     if isinstance(x, list):
         return tuple(_hashable(y) for y in x)
     if isinstance(x, dict):
@@ -472,7 +480,7 @@ def op_cost(
     if info.gemm is not None:  # flop_counter's mm/bmm formulas, 2·m·n·k, without the walk
         flops = 2.0 * out.numel() * args[info.gemm].shape[-1]
     elif info.on_shapes:  # the formula itself: shape_wrapper's pytree walk was most of the cost
-        flops = _formula_flops(func, info, _shapes(args), _shapes(kwargs), _shapes(out))
+        flops = _formula_flops(func, info, args, kwargs, out)
     elif info.count is not None:  # a formula that reads more than shapes (nested attention)
         flops = float(info.count(*args, **kwargs, out_val=out))
     if inputs is None:
@@ -482,7 +490,7 @@ def op_cost(
     nbytes = _bytes_moved(info.write_only, inputs, outputs)
     dtype = _compute_dtype(inputs, outputs)
     precision = precision_of(dtype, tf32=tf32)
-    compute = flops / peaks.flops_per_s.get(precision, peaks.flops_per_s["fp32"]) if flops else 0.0
+    compute = flops / peaks.flops_at(precision) if flops else 0.0
     memory = nbytes / peaks.bandwidth_bytes_per_s
     bound: Bound
     if peaks.launch_seconds > max(compute, memory):

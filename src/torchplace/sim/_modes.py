@@ -301,11 +301,11 @@ class SimDispatchMode(TorchDispatchMode):
                 if on_backing(t) and (not host or t.untyped_storage()._cdata not in host):
                     state.register(t, out_label)
         if op.collective is not None:
-            size = max((t.nbytes for t in leaves + outs), default=0)
+            tensors = leaves + outs
+            size = max((t.nbytes for t in tensors), default=0)
             state.collective(out_label, op.collective, size, _group_size(args, kwargs))
-            for t in leaves + outs:
-                if t.nbytes == size and op.collective in ("all_gather", "reduce_scatter"):
-                    state.classify(t, "communication")
+            if op.collective in ("all_gather", "reduce_scatter"):
+                state.classify([t for t in tensors if t.nbytes == size], "communication")
         elif self.on_op is not None and op.priced and not local.copying:
             self.on_op(func, args, kwargs, out, out_label, leaves, outs)
         return out

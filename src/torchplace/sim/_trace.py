@@ -99,7 +99,7 @@ class Trace:
     ) -> int:
         """Record an allocation; return its index (-1 once the trace is full)."""
         seq = self._next()
-        if self.truncated_at is not None:
+        if self.full:
             return -1
         self.device.append(device)
         self.size.append(nbytes)
