@@ -209,6 +209,15 @@ def run_interleaved(model_name: str, rounds: int, warmup: int) -> dict[str, list
     return wall
 
 
+def _child(args: argparse.Namespace, model_name: str, mode: str) -> Any:
+    """Run one case (``mode``, or ``"interleaved"``) in a fresh process; its JSON result."""
+    cmd = [sys.executable, __file__, "--child", model_name, mode]
+    cmd += ["--steps", str(args.steps), "--warmup", str(args.warmup)]
+    cmd += ["--interleaved", str(args.interleaved), "--threads", str(args.threads)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=20, help="timed steps per process")
@@ -240,11 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         ops = 0.0
         for _ in range(args.rounds):
             for mode in MODES:
-                cmd = [sys.executable, __file__, "--child", name, mode]
-                cmd += ["--steps", str(args.steps), "--warmup", str(args.warmup)]
-                cmd += ["--threads", str(args.threads)]
-                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-                case = json.loads(out.strip().splitlines()[-1])
+                case = _child(args, name, mode)
                 pooled[mode]["wall"] += case["wall"]
                 pooled[mode]["cpu"] += case["cpu"]
                 ops = case["ops_per_step"] or ops
@@ -261,11 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = r["sim_wall_seconds"] - r["cpu_wall_seconds"]
         r["overhead_per_op_seconds"] = extra / ops if ops else None
         if args.interleaved:
-            cmd = [sys.executable, __file__, "--child", name, "interleaved"]
-            cmd += ["--interleaved", str(args.interleaved), "--warmup", str(args.warmup)]
-            cmd += ["--threads", str(args.threads)]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-            wall = {k: statistics.median(v) for k, v in json.loads(out.splitlines()[-1]).items()}
+            wall = {k: statistics.median(v) for k, v in _child(args, name, "interleaved").items()}
             r["interleaved_ratio_wall"] = wall["sim"] / wall["cpu"]
             r["interleaved_modes_ratio_wall"] = wall["modes"] / wall["cpu"]
         results[name] = r
