@@ -96,3 +96,22 @@ def test_dropout_gradients_agree_with_finite_differences() -> None:
         plus = float(_with_dropout(q + eps * direction, k, v)[1].sum())
         minus = float(_with_dropout(q - eps * direction, k, v)[1].sum())
     assert analytic == pytest.approx((plus - minus) / (2 * eps), rel=2e-2)
+
+
+def test_kernel_layouts_follow_each_calls_shapes_and_strides() -> None:
+    # the meta outputs are remembered per signature: a repeated call, then other shapes
+    # and strides, each gets the layout its own meta function gives (and the same values)
+    for shape, transposed in [((2, 3, 20, 16), False)] * 2 + [((1, 2, 9, 8), True)]:
+        g = torch.Generator().manual_seed(1)
+        q, k, v = (torch.randn(shape, generator=g) for _ in range(3))
+        if transposed:  # (batch, seq, heads, dim) storage, as MultiheadAttention makes
+            q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        with simulate("A100 40GB"):
+            got = F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), is_causal=True)
+            got = got.detach()
+        meta = torch.ops.aten._scaled_dot_product_efficient_attention(
+            *(t.to("meta") for t in (q, k, v)), None, False, 0.0, True
+        )[0]  # the A100's kernel for fp32: its output layout
+        assert (got.shape, got.stride()) == (want.shape, meta.stride())
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

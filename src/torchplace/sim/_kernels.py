@@ -38,15 +38,44 @@ _CPU_FLASH = _aten._scaled_dot_product_flash_attention_for_cpu.default
 
 
 def _meta(func: Any, args: Any, kwargs: Any) -> Any:
-    """The meta function's outputs: the GPU kernel's shapes, dtypes and strides."""
+    """The meta function's outputs: the GPU kernel's shapes, dtypes and strides (only read,
+    never written, so a training loop's repeated calls share them: the meta function takes
+    a tenth of a small attention kernel's CPU time)."""
+    key = (func, _signature(args), _signature(kwargs))
+    try:
+        found, cache = _METAS.get(key), True
+    except TypeError:  # an argument that does not hash
+        found, cache = None, False
+    if found is None:
 
-    def to_meta(a: Any) -> Any:
-        if isinstance(a, torch.Tensor):
-            return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
-        return a
+        def to_meta(a: Any) -> Any:
+            if isinstance(a, torch.Tensor):
+                return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
+            return a
 
-    margs, mkwargs = tree_map(to_meta, (args, kwargs))
-    return func(*margs, **mkwargs)
+        margs, mkwargs = tree_map(to_meta, (args, kwargs))
+        found = func(*margs, **mkwargs)
+        if cache:
+            if len(_METAS) >= 256:  # shapes that keep changing (generation): start again
+                _METAS.clear()
+            _METAS[key] = found
+    return found
+
+
+#: (operator, argument signature) -> its meta outputs
+_METAS: dict[tuple[Any, ...], Any] = {}
+
+
+def _signature(x: Any) -> Any:
+    """``x`` with each tensor replaced by its shape, strides and dtype, lists and dicts by
+    tuples: what the meta functions read."""
+    if isinstance(x, torch.Tensor):
+        return (x.shape, x.stride(), x.dtype)
+    if isinstance(x, (list, tuple)):
+        return tuple(_signature(y) for y in x)
+    if isinstance(x, dict):
+        return tuple((k, _signature(v)) for k, v in x.items())
+    return x
 
 
 def _filled(meta: torch.Tensor, values: torch.Tensor | None = None) -> torch.Tensor:
