@@ -33,6 +33,7 @@ Examples:
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -390,13 +391,14 @@ def _shapes(x: Any) -> Any:
     return x
 
 
+_SHAPE = operator.attrgetter("shape")
 #: FLOPs from a formula on shapes, by operation and shapes: a training loop repeats the same
 #: few such operations (attention, convolution) and a formula takes 100-300 µs to evaluate.
 _FLOPS: dict[tuple[Any, ...], float] = {}
 
 
 def _formula_flops(func: Any, info: _OpInfo, args: Any, kwargs: Any, out: Any) -> float:
-    key = (func, _hashable(args), _hashable(kwargs), _hashable(out))
+    key = (func, arguments_key(args), arguments_key(kwargs), arguments_key(out))
     try:
         flops = _FLOPS.get(key)
         cache = True
@@ -413,17 +415,19 @@ def _formula_flops(func: Any, info: _OpInfo, args: Any, kwargs: Any, out: Any) -
     return flops
 
 
-def _hashable(x: Any) -> Any:
-    """``x`` with shapes in place of tensors and tuples in place of lists and dicts: the
-    cache key of :func:`_formula_flops`, made without building :func:`_shapes` first."""
+def arguments_key(x: Any, of_tensor: Callable[[torch.Tensor], Any] = _SHAPE) -> Any:
+    """``x`` (an operation's arguments or outputs) as a cache key: ``of_tensor(t)`` (the
+    shape) in place of each tensor, tuples in place of lists and dicts. The key of
+    :func:`_formula_flops`, made without building :func:`_shapes` first, and of the
+    simulator's attention layouts (which pass shape, strides and dtype)."""
     if isinstance(x, torch.Tensor):
-        return x.shape
+        return of_tensor(x)
     if isinstance(x, list):
-        return tuple(_hashable(y) for y in x)
+        return tuple(arguments_key(y, of_tensor) for y in x)
     if isinstance(x, dict):
-        return tuple((k, _hashable(v)) for k, v in x.items())
+        return tuple((k, arguments_key(v, of_tensor)) for k, v in x.items())
     if type(x) is tuple:
-        return tuple(_hashable(y) for y in x)
+        return tuple(arguments_key(y, of_tensor) for y in x)
     return x
 
 

@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
+from torchplace.cost import arguments_key
+
 __all__ = ["REAL_KERNELS"]
 
 _aten = torch.ops.aten
@@ -41,7 +43,7 @@ def _meta(func: Any, args: Any, kwargs: Any) -> Any:
     """The meta function's outputs: the GPU kernel's shapes, dtypes and strides (only read,
     never written, so a training loop's repeated calls share them: the meta function takes
     a tenth of a small attention kernel's CPU time)."""
-    key = (func, _signature(args), _signature(kwargs))
+    key = (func, arguments_key(args, _layout), arguments_key(kwargs, _layout))
     try:
         found, cache = _METAS.get(key), True
     except TypeError:  # an argument that does not hash
@@ -66,16 +68,9 @@ def _meta(func: Any, args: Any, kwargs: Any) -> Any:
 _METAS: dict[tuple[Any, ...], Any] = {}
 
 
-def _signature(x: Any) -> Any:
-    """``x`` with each tensor replaced by its shape, strides and dtype, lists and dicts by
-    tuples: what the meta functions read."""
-    if isinstance(x, torch.Tensor):
-        return (x.shape, x.stride(), x.dtype)
-    if isinstance(x, (list, tuple)):
-        return tuple(_signature(y) for y in x)
-    if isinstance(x, dict):
-        return tuple((k, _signature(v)) for k, v in x.items())
-    return x
+def _layout(t: torch.Tensor) -> tuple[Any, ...]:
+    """What a meta function reads of a tensor."""
+    return (t.shape, t.stride(), t.dtype)
 
 
 def _filled(meta: torch.Tensor, values: torch.Tensor | None = None) -> torch.Tensor:
