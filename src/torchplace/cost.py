@@ -295,6 +295,16 @@ def tensors_in(tree: Any) -> list[torch.Tensor]:
     return found
 
 
+def call_tensors(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[torch.Tensor]:
+    """``tensors_in((args, kwargs))`` in one or two calls instead of three: the tensors
+    of an aten call, positional arguments first."""
+    found: list[torch.Tensor] = []
+    _collect(args, found)
+    if kwargs:
+        _collect(kwargs.values(), found)
+    return found
+
+
 def _collect(items: Any, found: list[torch.Tensor]) -> None:
     """The tensors of a list, tuple or dict's values (recursing only into containers: a
     call per element was most of the walk's cost)."""
@@ -305,6 +315,9 @@ def _collect(items: Any, found: list[torch.Tensor]) -> None:
             _collect(x, found)
         elif isinstance(x, dict):
             _collect(x.values(), found)
+
+
+_STRIDED = torch.strided
 
 
 def _footprint_bytes(t: torch.Tensor) -> int:
@@ -326,7 +339,11 @@ def _bytes_moved(write_only: bool, inputs: list[torch.Tensor], outputs: list[tor
     for t in inputs:
         if id(t) not in seen:
             seen.add(id(t))
-            read += _footprint_bytes(t)
+            # _footprint_bytes(t) without the call for the common case, no broadcast
+            if t.layout is _STRIDED and 0 not in t.stride():
+                read += int(t.nbytes)
+            else:
+                read += _footprint_bytes(t)
     if len(outputs) == 1:
         return read + int(outputs[0].numel()) * outputs[0].element_size()
     written = {id(t): t for t in outputs}.values()
@@ -350,6 +367,7 @@ class _OpInfo:
     count: Callable[..., Any] | None  # its FLOP formula
     on_shapes: bool  # the formula takes shapes (flop_counter's shape_wrapper removed)
     write_only: bool  # it overwrites its first argument without reading it
+    func: Any  # the overload (_OP_INFO is keyed by its id)
 
     @staticmethod
     def of(func: Any) -> _OpInfo:
@@ -359,17 +377,17 @@ class _OpInfo:
         return _OpInfo(
             str(packet), getattr(func, "is_view", False) or packet in _NO_KERNEL,
             _GEMM_FIRST_MATRIX.get(packet), count.__wrapped__ if on_shapes else count,  # type: ignore[union-attr]
-            on_shapes, packet in _WRITE_ONLY,
+            on_shapes, packet in _WRITE_ONLY, func,
         )  # fmt: skip
 
 
-_OP_INFO: dict[Any, _OpInfo] = {}
+_OP_INFO: dict[int, _OpInfo] = {}
 
 
 def _info(func: Any) -> _OpInfo:
-    info = _OP_INFO.get(func)
-    if info is None:
-        info = _OP_INFO[func] = _OpInfo.of(func)
+    info = _OP_INFO.get(id(func))
+    if info is None or info.func is not func:
+        info = _OP_INFO[id(func)] = _OpInfo.of(func)
     return info
 
 
@@ -398,7 +416,7 @@ _FLOPS: dict[tuple[Any, ...], float] = {}
 
 
 def _formula_flops(func: Any, info: _OpInfo, args: Any, kwargs: Any, out: Any) -> float:
-    key = (func, arguments_key(args), arguments_key(kwargs), arguments_key(out))
+    key = (id(func), arguments_key(args), arguments_key(kwargs), arguments_key(out))
     try:
         flops = _FLOPS.get(key)
         cache = True
@@ -610,25 +628,57 @@ class StepEstimate:
 
     def __init__(self, peaks: Peaks | None = None) -> None:
         self.peaks = peaks
-        self.total = Totals()
-        self.scopes: dict[str, Totals] = {}
-        self.ops: dict[str, Totals] = {}
+        self._total = Totals()
+        self._scopes: dict[str, Totals] = {}
+        self._ops: dict[str, Totals] = {}
+        # Operations not yet summed into the tables: the simulator adds one per kernel and
+        # reads the tables once per report, so they are summed when read (in order: the
+        # same floating-point sums).
+        self._pending: list[tuple[OpCost, str | None]] = []
+        self._seconds = 0.0
 
     def add(self, cost: OpCost, scope: str | None = None) -> None:
         """Count one operation, attributed to module ``scope`` (``None``: no module)."""
         if cost.bound == "none":
             return
-        self.total.add(cost)
-        for table, key in ((self.scopes, scope or TOP_LEVEL), (self.ops, cost.op)):
-            totals = table.get(key)
-            if totals is None:
-                totals = table[key] = Totals()
-            totals.add(cost)
+        self._seconds += cost.seconds
+        self._pending.append((cost, scope))
+        if len(self._pending) >= 4096:
+            self._sum()
+
+    def _sum(self) -> None:
+        total, scopes, ops = self._total, self._scopes, self._ops
+        for cost, scope in self._pending:
+            total.add(cost)
+            for table, key in ((scopes, scope or TOP_LEVEL), (ops, cost.op)):
+                totals = table.get(key)
+                if totals is None:
+                    totals = table[key] = Totals()
+                totals.add(cost)
+        self._pending.clear()
+
+    @property
+    def total(self) -> Totals:
+        """All operations."""
+        self._sum()
+        return self._total
+
+    @property
+    def scopes(self) -> dict[str, Totals]:
+        """By module (the innermost running each operation), in order of first use."""
+        self._sum()
+        return self._scopes
+
+    @property
+    def ops(self) -> dict[str, Totals]:
+        """By aten operation."""
+        self._sum()
+        return self._ops
 
     @property
     def seconds(self) -> float:
         """Total estimated seconds."""
-        return self.total.seconds
+        return self._seconds
 
     @property
     def flops(self) -> float:
