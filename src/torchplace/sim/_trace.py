@@ -34,6 +34,7 @@ CATEGORY_NAMES = (
     "other",
     "unsharded_parameters",  # FSDP: the gathered full parameters ("parameters": the shards)
 )
+_CATEGORY_IDS = {name: i for i, name in enumerate(CATEGORY_NAMES)}
 
 
 @dataclass
@@ -98,8 +99,11 @@ class Trace:
         frame: tuple[str, int, str] | None,
     ) -> int:
         """Record an allocation; return its index (-1 once the trace is full)."""
-        seq = self._next()
-        if self.full:
+        # _next(), full and known frames and scopes inlined: every allocation comes here
+        self.seq = seq = self.seq + 1
+        if seq > self.limit:
+            if self.truncated_at is None:
+                self.truncated_at = seq
             return -1
         self.device.append(device)
         self.size.append(nbytes)
@@ -110,21 +114,30 @@ class Trace:
         self.end_time.append(-1.0)
         self.phase.append(_PHASE_IDS.get(phase, 0))
         self.category.append(-1)
-        self.frame.append(self._intern(self.frames, self._frame_ids, frame))
-        self.scope.append(self._intern(self.scopes, self._scope_ids, scope))
+        index = -1 if frame is None else self._frame_ids.get(frame)
+        self.frame.append(
+            self._intern(self.frames, self._frame_ids, frame) if index is None else index
+        )
+        index = -1 if scope is None else self._scope_ids.get(scope)
+        self.scope.append(
+            self._intern(self.scopes, self._scope_ids, scope) if index is None else index
+        )
         return len(self.size) - 1
 
     def free(self, index: int, time: float, category: str | None) -> None:
-        seq = self._next()
+        self.seq = seq = self.seq + 1
+        if seq > self.limit and self.truncated_at is None:
+            self.truncated_at = seq
         if index < 0 or self.end[index] != -1:
             return
         self.end[index] = seq
         self.end_time[index] = time
-        self.set_category(index, category)
+        if category is not None and self.category[index] == -1:
+            self.category[index] = _CATEGORY_IDS[category]
 
     def set_category(self, index: int, category: str | None) -> None:
         if index >= 0 and category is not None and self.category[index] == -1:
-            self.category[index] = CATEGORY_NAMES.index(category)
+            self.category[index] = _CATEGORY_IDS[category]
 
     def segment(self, device: int, kind: str, address: int, size: int, time: float) -> None:
         seq = self._next()
