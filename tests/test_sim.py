@@ -239,3 +239,58 @@ def test_dropout_keeps_a_bool_mask_as_cuda_does() -> None:
         # output (4 MiB) + a bool mask (1 MiB), not a float mask (4 MiB)
         assert torch.cuda.memory_allocated() - base == 5 * MiB
         y.sum().backward()
+
+
+class _Twice(torch.autograd.Function):
+    """A custom autograd Function: its backward is the user's code, run by the engine."""
+
+    @staticmethod
+    def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+        return x * 2  # TWICE_FORWARD
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
+        return grad.clone() * 2  # TWICE_BACKWARD
+
+
+def _allocation_lines() -> list[tuple[str, int] | None]:
+    """The user's line each allocation of a small training step is attributed to."""
+    with simulate("H100", values="real") as report:
+        w = torch.ones(32, 32).to("cuda").requires_grad_()  # MOVE
+        w.detach().cpu().cuda()  # MOVE_BACK
+        y = _Twice.apply(w @ w)  # MATMUL
+        y.sum().backward()  # BACKWARD
+        torch._foreach_sqrt([torch.ones(8, device="cuda") for _ in range(3)])  # SQRT
+    assert report.state is not None
+    trace = report.state.trace
+    frames = [trace.frames[i][:2] if i >= 0 else None for i in trace.frame]
+    return [f if f is not None and f[0] == __file__ else None for f in frames]
+
+
+TAGS = ("TWICE_FORWARD", "TWICE_BACKWARD", "MOVE", "MOVE_BACK", "MATMUL", "BACKWARD", "SQRT")
+
+
+def test_each_allocation_names_the_users_line_that_made_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import inspect
+
+    from torchplace.sim import _state
+
+    lines = {
+        tag: n
+        for n, text in enumerate(inspect.getsource(inspect.getmodule(_Twice)).splitlines(), 1)
+        for tag in TAGS
+        if text.rstrip().endswith(f"# {tag}")
+    }
+    shared = _allocation_lines()
+    counts = {tag: shared.count((__file__, line)) for tag, line in lines.items()}
+    assert counts == {
+        "TWICE_FORWARD": 1, "TWICE_BACKWARD": 2, "MOVE": 1, "MOVE_BACK": 1, "MATMUL": 1,
+        "BACKWARD": counts["BACKWARD"], "SQRT": 6,  # three ones, three roots
+    }  # fmt: skip
+    assert counts["BACKWARD"] >= 2  # the engine's own allocations: the backward call's line
+    # The allocations of one torch function call share one stack walk; a walk for each
+    # allocation finds the same lines.
+    monkeypatch.setattr(_state.CallSite, "user_code_frame", lambda self: _state._user_code_frame())
+    assert _allocation_lines() == shared

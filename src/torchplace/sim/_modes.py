@@ -31,10 +31,10 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from torchplace.cost import runs_kernel, tensors_in
+from torchplace.cost import call_tensors, runs_kernel, tensors_in
 from torchplace.sim import _autocast, _comm, _rules
 from torchplace.sim._kernels import REAL_KERNELS
-from torchplace.sim._state import SimState
+from torchplace.sim._state import UNKNOWN, SimState
 
 __all__ = ["SimDispatchMode", "SimFunctionMode", "invalid_ordinal", "placeholder_scalar"]
 
@@ -100,6 +100,7 @@ class _Op:
     host_factory: bool  # makes a tensor from a size (checked against host memory)
     view: bool  # its outputs alias an input's storage: nothing new to account
     priced: bool  # runs a kernel the cost model prices (not a view or metadata op)
+    func: Any  # the overload (_OPS is keyed by its id: OpOverload hashes in Python)
 
     @staticmethod
     def of(func: Any) -> _Op:
@@ -111,11 +112,11 @@ class _Op:
             name.startswith("aten::_foreach_"), sync, _SEEDED in func.tags,
             any(a.name == "generator" for a in func._schema.arguments),
             REAL_KERNELS.get(func), _comm.collective_of(func), func in _HOST_FACTORIES,
-            func.is_view, runs_kernel(func),
+            func.is_view, runs_kernel(func), func,
         )  # fmt: skip
 
 
-_OPS: dict[Any, _Op] = {}
+_OPS: dict[int, _Op] = {}
 
 
 def _not_simulated_layout(t: torch.Tensor, label: int, op: str) -> NotImplementedError:
@@ -203,21 +204,14 @@ class SimDispatchMode(TorchDispatchMode):
 
     def _dispatch(self, func: Any, args: Any, kwargs: Any) -> Any:
         state, local = self.state, self.local
-        op = _OPS.get(func)
-        if op is None:
-            op = _OPS[func] = _Op.of(func)
+        op = _OPS.get(id(func))
+        if op is None or op.func is not func:
+            op = _OPS[id(func)] = _Op.of(func)
         if op.view:  # one tensor's storage seen anew: its label is the storage's already
             return self._run(func, op, args, kwargs, None)
-        leaves = tensors_in((args, kwargs))
-        labels: dict[int, int] = {}  # id -> label of the arguments on simulated devices
-        on_host = False  # some tensor argument is not on a simulated device
-        label_of = state._label  # torch functions are disabled here
-        for a in leaves:
-            label = label_of(a)
-            if label is None:
-                on_host = True
-            else:
-                labels[id(a)] = label
+        leaves = call_tensors(args, kwargs)
+        # id -> label of the arguments on simulated devices; whether some other is not
+        labels, on_host = state.labels_of(leaves)  # torch functions are disabled here
 
         explicit = local.explicit
         if func is _COPY and (labels or explicit is not None):
@@ -234,9 +228,8 @@ class SimDispatchMode(TorchDispatchMode):
                     return f"cuda:{label}" if label is not None else str(t.device.type)
 
                 _rules.check(func, args, kwargs, dev)
-            first = args[0] if args and isinstance(args[0], torch.Tensor) else None
-            if op.index and first is not None:
-                out_label = labels.get(id(first))  # the indexed tensor's device
+            if op.index and args and isinstance(args[0], torch.Tensor):
+                out_label = labels.get(id(args[0]))  # the indexed tensor's device
                 if out_label is None:
                     return func(*args, **kwargs)
             else:
@@ -298,8 +291,10 @@ class SimDispatchMode(TorchDispatchMode):
                     continue  # an output the CUDA kernel makes on the host
                 if t.layout != torch.strided:
                     raise _not_simulated_layout(t, out_label, op.name)
-                if on_backing(t) and (not host or t.untyped_storage()._cdata not in host):
-                    state.register(t, out_label)
+                if on_backing(t):
+                    storage = t.untyped_storage()
+                    if not host or storage._cdata not in host:
+                        state.register_storage(storage, out_label)
         if op.collective is not None:
             tensors = leaves + outs
             size = max((t.nbytes for t in tensors), default=0)
@@ -595,15 +590,15 @@ class SimFunctionMode(TorchFunctionMode):
     def on(self, label: int | None, *, explicit: bool = False) -> Iterator[None]:
         """Run as a call on simulated device ``label``: tensors that aten factories make
         without a tensor argument (and, if ``explicit``, every output) are labelled so."""
-        local = self.local
-        saved = local.target, local.explicit
-        local.target = label
+        local, site = self.local, self.state.site
+        saved = local.target, local.explicit, site.frame
+        local.target, site.frame = label, UNKNOWN
         if explicit:
             local.explicit = label
         try:
             yield
         finally:
-            local.target, local.explicit = saved
+            local.target, local.explicit, site.frame = saved
 
     @contextmanager
     def _copying(self) -> Iterator[None]:
@@ -642,26 +637,30 @@ class SimFunctionMode(TorchFunctionMode):
                     return func(*args, **kwargs)
         if self.autocast_cache and not torch.is_autocast_enabled("cuda"):
             self.autocast_cache.clear()
+        local = self.local
         label = None
+        label_of = self.state.label if local.shown is None else self._label
         for a in args:
+            if isinstance(a, (list, tuple)) and a:  # a foreach op's list: its first tensor's
+                a = a[0]
             if isinstance(a, torch.Tensor):
-                label = self._label(a)
+                label = label_of(a)
                 if label is not None:
                     break
         if kwargs.get("generator") is not None:
             _check_generator(kwargs["generator"], label)
-        local = self.local
         if label is None and local.target is None:
             return func(*args, **kwargs)
         if label is not None and torch.is_autocast_enabled("cuda"):
             args, kwargs = _autocast.cast(func, args, kwargs, self.autocast_cache)
         # as self.on(label), inlined (a hot path): a call on simulated device `label`, or a
         # host call inside a simulated one, which makes host tensors
-        saved, local.target = local.target, label
+        site = self.state.site
+        saved, local.target, frame, site.frame = local.target, label, site.frame, UNKNOWN
         try:
             return func(*args, **kwargs)
         finally:
-            local.target = saved
+            local.target, site.frame = saved, frame
 
     # --- creating and moving data -----------------------------------------------------
     def _from_data(self, factory: Any, data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:

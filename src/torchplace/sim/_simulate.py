@@ -207,7 +207,7 @@ def simulate(
 
     def post_step(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         state.phase = "other"
-        state.refresh_kinds()
+        state.classify_state(opt)
         state.trace.step(state.clock(state.current) if state.devices else 0.0)
         for d in state.devices:
             d.step_marks.append(d.estimate.seconds if d.estimate else 0.0)

@@ -160,8 +160,33 @@ def _user_code_frame() -> tuple[str, int, str] | None:
     return None
 
 
+_PLAIN_TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
+_STRIDED = torch.strided
 # file name -> is_user_file(file name): every allocation walks the stack
 _USER_FILE: dict[str, bool] = {}
+
+OUTSIDE, UNKNOWN = "outside a call", "not looked up yet"
+
+
+class CallSite(threading.local):
+    """Where the allocations of the torch function call running now come from.
+
+    Each allocation of the trace names the user's line that made it, found by walking the
+    stack (~250 bytecodes). The Python stack does not change while one torch function runs
+    in C++, so its allocations (an optimizer's foreach op makes one per parameter, the
+    backward pass all of its own) share one walk: the function mode sets ``frame`` to
+    UNKNOWN at each call and back when it returns; OUTSIDE (no call running) walks every time.
+    """
+
+    frame: tuple[str, int, str] | str | None = OUTSIDE
+
+    def user_code_frame(self) -> tuple[str, int, str] | None:
+        frame = self.frame
+        if frame is OUTSIDE:
+            return _user_code_frame()
+        if frame is UNKNOWN:
+            frame = self.frame = _user_code_frame()
+        return frame  # type: ignore[return-value]
 
 
 def _fsdp_unsharded(module: torch.nn.Module) -> list[torch.Tensor]:
@@ -249,6 +274,7 @@ class SimState:
     visible_note: str | None = None
     _frozen: bool = False  # CUDA_VISIBLE_DEVICES was read (at the first CUDA call)
     _current: threading.local = field(default_factory=threading.local)
+    site: CallSite = field(default_factory=CallSite)
     _pending_frees: list[int] = field(default_factory=list)
     # storage key -> the weak reference whose callback reports the storage's death
     _refs: dict[int, weakref.KeyedRef] = field(default_factory=dict)
@@ -370,18 +396,38 @@ class SimState:
         return self._label(t)
 
     def _label(self, t: torch.Tensor) -> int | None:
-        kind = type(t)
-        if kind is not torch.Tensor and kind is not torch.nn.Parameter:
+        if type(t) not in _PLAIN_TENSORS:
             local = getattr(t, "_local_tensor", None)  # a DTensor: the device of its shard
             if local is not None:
                 return self._label(local)
-        if not self._on_backing(t) or t.layout != torch.strided:
+        if not self._on_backing(t) or t.layout is not _STRIDED:
             return None
         if self._pending_frees:
             self.sync()  # a dead storage's address may already belong to a new one
         key = t.untyped_storage()._cdata
         rec = self.storages.get(key)
         return self._emptied.get(key) if rec is None else rec.device
+
+    def labels_of(self, tensors: list[torch.Tensor]) -> tuple[dict[int, int], bool]:
+        """The labels of an operation's tensors by ``id`` (those on simulated devices), and
+        whether some tensor is not on one: ``_label`` of each, its common case inlined."""
+        if self._pending_frees:
+            self.sync()
+        labels: dict[int, int] = {}
+        on_host = False
+        storages, on_backing = self.storages, self._on_backing
+        for t in tensors:
+            if type(t) in _PLAIN_TENSORS and on_backing(t) and t.layout is _STRIDED:
+                key = t.untyped_storage()._cdata
+                rec = storages.get(key)
+                label = rec.device if rec is not None else self._emptied.get(key)
+            else:
+                label = self._label(t)
+            if label is None:
+                on_host = True
+            else:
+                labels[id(t)] = label
+        return labels, on_host
 
     def storage_label(self, storage: Any) -> int | None:
         """The simulated device of an ``UntypedStorage``, or None."""
@@ -419,16 +465,18 @@ class SimState:
             if self.real:
                 self._check_host(nbytes)
             scope = self.scopes[-1] if self.scopes else None
+            estimate = dev.estimate  # self.clock(device), inlined (every allocation)
             index = self.trace.alloc(
-                dev.index, nbytes, handle, self.clock(dev.index), self.phase, scope,
-                _user_code_frame(),
+                dev.index, nbytes, handle, 0.0 if estimate is None else estimate.seconds,
+                self.phase, scope, self.site.user_code_frame(),
             )  # fmt: skip
             self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope, index)
             if self.category_override is not None:
                 self.kinds[key] = self.category_override
             if finalize:
                 self._refs[key] = weakref.KeyedRef(storage, self._died, key)
-            self._after_alloc(dev)
+            if dev.allocator.allocated_bytes > dev.peak_allocated:
+                self._after_alloc(dev)
 
     def resize_storage(self, storage: Any, device: int, nbytes: int) -> None:
         """``UntypedStorage.resize_`` of a simulated storage. On CUDA it allocates a block of
@@ -568,7 +616,9 @@ class SimState:
         if rec is not None:
             dev = self.devices[rec.device]
             dev.allocator.free(rec.handle)
-            self.trace.free(rec.trace_index, self.clock(rec.device), self.kinds.pop(key, None))
+            estimate = dev.estimate  # self.clock(rec.device), inlined
+            time = 0.0 if estimate is None else estimate.seconds
+            self.trace.free(rec.trace_index, time, self.kinds.pop(key, None))
             if self.real:
                 self.host_bytes -= rec.nbytes
 
@@ -616,10 +666,19 @@ class SimState:
             for full in _fsdp_unsharded(m):
                 self._classify(full, "unsharded_parameters")
         for opt in opts:
-            for values in opt.state.values():
-                for v in values.values():
-                    if isinstance(v, torch.Tensor) and v.dim() > 0:
-                        self._classify(v, "optimizer_state")
+            self._classify_state(opt)
+
+    def classify_state(self, optimizer: torch.optim.Optimizer) -> None:
+        """Classify an optimizer's state (its first step makes it): after each step, where
+        its parameters and gradients are classified already (before the step)."""
+        with torch._C.DisableTorchFunction():
+            self._classify_state(optimizer)
+
+    def _classify_state(self, optimizer: torch.optim.Optimizer) -> None:
+        for values in optimizer.state.values():
+            for v in values.values():
+                if isinstance(v, torch.Tensor) and v.dim() > 0:
+                    self._classify(v, "optimizer_state")
 
     def _snapshot(self, dev: SimDevice) -> None:
         dev.snapshot_at = dev.allocated
