@@ -639,12 +639,11 @@ class SimFunctionMode(TorchFunctionMode):
             self.autocast_cache.clear()
         local = self.local
         label = None
-        label_of = self.state.label if local.shown is None else self._label
         for a in args:
             if isinstance(a, (list, tuple)) and a:  # a foreach op's list: its first tensor's
                 a = a[0]
             if isinstance(a, torch.Tensor):
-                label = label_of(a)
+                label = self._label(a)
                 if label is not None:
                     break
         if kwargs.get("generator") is not None:

@@ -465,18 +465,16 @@ class SimState:
             if self.real:
                 self._check_host(nbytes)
             scope = self.scopes[-1] if self.scopes else None
-            estimate = dev.estimate  # self.clock(device), inlined (every allocation)
             index = self.trace.alloc(
-                dev.index, nbytes, handle, 0.0 if estimate is None else estimate.seconds,
-                self.phase, scope, self.site.user_code_frame(),
+                dev.index, nbytes, handle, self.clock(dev.index), self.phase, scope,
+                self.site.user_code_frame(),
             )  # fmt: skip
             self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope, index)
             if self.category_override is not None:
                 self.kinds[key] = self.category_override
             if finalize:
                 self._refs[key] = weakref.KeyedRef(storage, self._died, key)
-            if dev.allocator.allocated_bytes > dev.peak_allocated:
-                self._after_alloc(dev)
+            self._after_alloc(dev)
 
     def resize_storage(self, storage: Any, device: int, nbytes: int) -> None:
         """``UntypedStorage.resize_`` of a simulated storage. On CUDA it allocates a block of
@@ -616,9 +614,7 @@ class SimState:
         if rec is not None:
             dev = self.devices[rec.device]
             dev.allocator.free(rec.handle)
-            estimate = dev.estimate  # self.clock(rec.device), inlined
-            time = 0.0 if estimate is None else estimate.seconds
-            self.trace.free(rec.trace_index, time, self.kinds.pop(key, None))
+            self.trace.free(rec.trace_index, self.clock(rec.device), self.kinds.pop(key, None))
             if self.real:
                 self.host_bytes -= rec.nbytes
 

@@ -99,11 +99,8 @@ class Trace:
         frame: tuple[str, int, str] | None,
     ) -> int:
         """Record an allocation; return its index (-1 once the trace is full)."""
-        # _next(), full and known frames and scopes inlined: every allocation comes here
-        self.seq = seq = self.seq + 1
-        if seq > self.limit:
-            if self.truncated_at is None:
-                self.truncated_at = seq
+        seq = self._next()
+        if self.full:
             return -1
         self.device.append(device)
         self.size.append(nbytes)
@@ -114,26 +111,17 @@ class Trace:
         self.end_time.append(-1.0)
         self.phase.append(_PHASE_IDS.get(phase, 0))
         self.category.append(-1)
-        index = -1 if frame is None else self._frame_ids.get(frame)
-        self.frame.append(
-            self._intern(self.frames, self._frame_ids, frame) if index is None else index
-        )
-        index = -1 if scope is None else self._scope_ids.get(scope)
-        self.scope.append(
-            self._intern(self.scopes, self._scope_ids, scope) if index is None else index
-        )
+        self.frame.append(self._intern(self.frames, self._frame_ids, frame))
+        self.scope.append(self._intern(self.scopes, self._scope_ids, scope))
         return len(self.size) - 1
 
     def free(self, index: int, time: float, category: str | None) -> None:
-        self.seq = seq = self.seq + 1
-        if seq > self.limit and self.truncated_at is None:
-            self.truncated_at = seq
+        seq = self._next()
         if index < 0 or self.end[index] != -1:
             return
         self.end[index] = seq
         self.end_time[index] = time
-        if category is not None and self.category[index] == -1:
-            self.category[index] = _CATEGORY_IDS[category]
+        self.set_category(index, category)
 
     def set_category(self, index: int, category: str | None) -> None:
         if index >= 0 and category is not None and self.category[index] == -1:

@@ -301,7 +301,6 @@ class CachingAllocatorModel:
         self._segments: dict[int, int] = {}  # segment base address -> size
         self._next_address = _BASE_ADDRESS
         self._stats = {name: _StatArray() for name in _STAT_ARRAYS}
-        self._live = {i: _LiveStats(self._stats, i) for i in (_SMALL, _LARGE)}
         self._oversize_allocations = _Stat()
         self._oversize_segments = _Stat()
         self._num_alloc_retries = 0
@@ -375,9 +374,8 @@ class CachingAllocatorModel:
             AllocatorOOM: if the block cannot be had even after the cache is emptied.
             ValueError: if ``nbytes`` or ``stream`` is not a non-negative integer.
         """
-        if type(nbytes) is not int or nbytes < 0 or type(stream) is not int or stream < 0:
-            _check_bytes("nbytes", nbytes)  # the common case passes without a call
-            _check_bytes("stream", stream)
+        _check_bytes("nbytes", nbytes)
+        _check_bytes("stream", stream)
         if nbytes == 0:
             return 0
         size = -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE  # round_size, checked above
@@ -634,7 +632,9 @@ class CachingAllocatorModel:
             stats["inactive_split"].decrease(pool_index, 1)
         block.allocated = True
         block.requested = nbytes
-        self._live[pool_index].malloc(block.size, nbytes)
+        stats["allocation"].increase(pool_index, 1)
+        stats["allocated_bytes"].increase(pool_index, block.size)
+        stats["requested_bytes"].increase(pool_index, nbytes)
         if block.size >= self._max_split:
             self._oversize_allocations.increase(1)
         return block.address
@@ -656,10 +656,11 @@ class CachingAllocatorModel:
             net_blocks += 1
             net_bytes += block.size
         stats = self._stats
-        if net_blocks or net_bytes:
-            stats["inactive_split"].change(pool_index, net_blocks)
-            stats["inactive_split_bytes"].change(pool_index, net_bytes)
-        self._live[pool_index].free(original_size, requested)
+        stats["inactive_split"].change(pool_index, net_blocks)
+        stats["inactive_split_bytes"].change(pool_index, net_bytes)
+        stats["allocation"].decrease(pool_index, 1)
+        stats["allocated_bytes"].decrease(pool_index, original_size)
+        stats["requested_bytes"].decrease(pool_index, requested)
 
     def _try_merge_blocks(self, dst: _Block, src: _Block | None, pool: _Pool) -> int:
         """Absorb the free neighbour ``src`` into ``dst``; return the bytes absorbed."""
@@ -845,73 +846,6 @@ class _StatArray(list[_Stat]):
             self.increase(pool_index, amount)
         elif amount < 0:
             self.decrease(pool_index, -amount)
-
-
-class _LiveStats:
-    """The stats every malloc and free of one pool changes — allocation, allocated_bytes,
-    requested_bytes, each for all pools and for this one — in one call, ``_Stat.increase``
-    and ``decrease`` unrolled (a call per stat array was a third of a malloc's work)."""
-
-    __slots__ = ("count", "count_all", "nbytes", "nbytes_all", "requested", "requested_all")
-
-    def __init__(self, stats: dict[str, _StatArray], pool_index: int) -> None:
-        self.count, self.count_all = stats["allocation"][pool_index], stats["allocation"][_ALL]
-        self.nbytes = stats["allocated_bytes"][pool_index]
-        self.nbytes_all = stats["allocated_bytes"][_ALL]
-        self.requested = stats["requested_bytes"][pool_index]
-        self.requested_all = stats["requested_bytes"][_ALL]
-
-    def malloc(self, size: int, requested: int) -> None:
-        stat = self.count
-        stat.current += 1
-        if stat.current > stat.peak:
-            stat.peak = stat.current
-        stat.allocated += 1
-        stat = self.count_all
-        stat.current += 1
-        if stat.current > stat.peak:
-            stat.peak = stat.current
-        stat.allocated += 1
-        stat = self.nbytes
-        stat.current += size
-        if stat.current > stat.peak:
-            stat.peak = stat.current
-        stat.allocated += size
-        stat = self.nbytes_all
-        stat.current += size
-        if stat.current > stat.peak:
-            stat.peak = stat.current
-        stat.allocated += size
-        stat = self.requested
-        stat.current += requested
-        if stat.current > stat.peak:
-            stat.peak = stat.current
-        stat.allocated += requested
-        stat = self.requested_all
-        stat.current += requested
-        if stat.current > stat.peak:
-            stat.peak = stat.current
-        stat.allocated += requested
-
-    def free(self, size: int, requested: int) -> None:
-        stat = self.count
-        stat.current -= 1
-        stat.freed += 1
-        stat = self.count_all
-        stat.current -= 1
-        stat.freed += 1
-        stat = self.nbytes
-        stat.current -= size
-        stat.freed += size
-        stat = self.nbytes_all
-        stat.current -= size
-        stat.freed += size
-        stat = self.requested
-        stat.current -= requested
-        stat.freed += requested
-        stat = self.requested_all
-        stat.current -= requested
-        stat.freed += requested
 
 
 def _format_size(nbytes: int) -> str:
