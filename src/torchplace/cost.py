@@ -36,7 +36,7 @@ import math
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -45,6 +45,8 @@ from torch.utils.module_tracker import ModuleTracker
 
 if TYPE_CHECKING:
     from torchplace.catalog import GPUSpec
+
+R = TypeVar("R")
 
 __all__ = [
     "GPU_LAUNCH_SECONDS",
@@ -416,21 +418,30 @@ _FLOPS: dict[tuple[Any, ...], float] = {}
 
 
 def _formula_flops(func: Any, info: _OpInfo, args: Any, kwargs: Any, out: Any) -> float:
-    key = (id(func), arguments_key(args), arguments_key(kwargs), arguments_key(out))
-    try:
-        flops = _FLOPS.get(key)
-        cache = True
-    except TypeError:  # an argument that does not hash: evaluate every time
-        flops, cache = None, False
-    if flops is None:
+    def evaluate() -> float:
         assert info.count is not None
         shaped_args, shaped_kwargs = _shapes(args), _shapes(kwargs)
-        flops = float(info.count(*shaped_args, **shaped_kwargs, out_shape=_shapes(out)))
-        if cache:
-            if len(_FLOPS) >= 4096:  # shapes that keep changing (generation): start again
-                _FLOPS.clear()
-            _FLOPS[key] = flops
-    return flops
+        return float(info.count(*shaped_args, **shaped_kwargs, out_shape=_shapes(out)))
+
+    key = (id(func), arguments_key(args), arguments_key(kwargs), arguments_key(out))
+    return remembered(_FLOPS, key, 4096, evaluate)
+
+
+def remembered(table: dict[Any, R], key: Any, bound: int, compute: Callable[[], R]) -> R:
+    """``table[key]``, from ``compute()`` the first time. A key that does not hash is computed
+    every time; a table that reaches ``bound`` entries (shapes that keep changing, as in
+    generation) starts again empty. The FLOP formulas' cache and the simulator's attention
+    layouts use it."""
+    try:
+        found = table.get(key)
+    except TypeError:  # an argument that does not hash
+        return compute()
+    if found is None:
+        found = compute()
+        if len(table) >= bound:
+            table.clear()
+        table[key] = found
+    return found
 
 
 def arguments_key(x: Any, of_tensor: Callable[[torch.Tensor], Any] = _SHAPE) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from torchplace.cost import arguments_key
+from torchplace.cost import arguments_key, remembered
 
 __all__ = ["REAL_KERNELS"]
 
@@ -43,25 +43,19 @@ def _meta(func: Any, args: Any, kwargs: Any) -> Any:
     """The meta function's outputs: the GPU kernel's shapes, dtypes and strides (only read,
     never written, so a training loop's repeated calls share them: the meta function takes
     a tenth of a small attention kernel's CPU time)."""
+
+    def evaluate() -> Any:
+        margs, mkwargs = tree_map(_to_meta, (args, kwargs))
+        return func(*margs, **mkwargs)
+
     key = (func, arguments_key(args, _layout), arguments_key(kwargs, _layout))
-    try:
-        found, cache = _METAS.get(key), True
-    except TypeError:  # an argument that does not hash
-        found, cache = None, False
-    if found is None:
+    return remembered(_METAS, key, 256, evaluate)
 
-        def to_meta(a: Any) -> Any:
-            if isinstance(a, torch.Tensor):
-                return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
-            return a
 
-        margs, mkwargs = tree_map(to_meta, (args, kwargs))
-        found = func(*margs, **mkwargs)
-        if cache:
-            if len(_METAS) >= 256:  # shapes that keep changing (generation): start again
-                _METAS.clear()
-            _METAS[key] = found
-    return found
+def _to_meta(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
+    return a
 
 
 #: (operator, argument signature) -> its meta outputs
