@@ -154,6 +154,21 @@ class _EmptyModes:
 MODES = ("cpu", "modes", "sim")
 
 
+def training_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Any) -> Any:
+    """The benchmarked step on ``model``'s device: forward, backward, AdamW (foreach);
+    calling it runs one step and returns the loss."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+
+    def step() -> torch.Tensor:
+        opt.zero_grad()
+        loss = loss_fn(model, x, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def run_case(model_name: str, mode: str, steps: int, warmup: int) -> dict[str, Any]:
     """One case, in this process: each timed step's wall and CPU seconds, and (simulated)
     how many kernels one step ran on the simulated GPU."""
@@ -168,16 +183,11 @@ def run_case(model_name: str, mode: str, steps: int, warmup: int) -> dict[str, A
         context = _EmptyModes()
     with context as report:
         model, (x, y), loss_fn = MODELS[model_name]()
-        model = model.to(device)
-        x, y = x.to(device), y.to(device)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+        step = training_step(model.to(device), x.to(device), y.to(device), loss_fn)
         wall, cpu = [], []
         for i in range(warmup + steps):
             start, start_cpu = time.perf_counter(), time.process_time()
-            opt.zero_grad()
-            loss = loss_fn(model, x, y)
-            loss.backward()
-            opt.step()
+            loss = step()
             if i >= warmup:
                 wall.append(time.perf_counter() - start)
                 cpu.append(time.process_time() - start_cpu)
@@ -197,13 +207,11 @@ def run_interleaved(model_name: str, rounds: int, warmup: int) -> dict[str, list
     model, (x, y), loss_fn = MODELS[model_name]()
 
     def stepper(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Any:
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+        run = training_step(model, x, y, loss_fn)
 
         def step() -> float:
             start = time.perf_counter()
-            opt.zero_grad()
-            loss_fn(model, x, y).backward()
-            opt.step()
+            run()
             return time.perf_counter() - start
 
         for _ in range(warmup):

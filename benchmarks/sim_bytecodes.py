@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 import torchplace
-from bench_real_values import DEFAULT_MODELS, MODELS  # this script's directory
+from bench_real_values import DEFAULT_MODELS, MODELS, training_step  # this directory
 from torchplace.sim import simulate
 
 _OURS = os.path.dirname(os.path.abspath(torchplace.__file__))
@@ -57,13 +57,7 @@ def count_step(model_name: str, simulated: bool, steps: int) -> Counter[CodeType
         model, (x, y), loss_fn = MODELS[model_name]()
         if simulated:
             model, x, y = model.cuda(), x.cuda(), y.cuda()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
-
-        def step() -> None:
-            opt.zero_grad()
-            loss_fn(model, x, y).backward()
-            opt.step()
-
+        step = training_step(model, x, y, loss_fn)
         for _ in range(3):
             step()
         sys.settrace(on_call)
