@@ -635,6 +635,48 @@ def test_invariants_hold_on_random_workloads(
     assert (model.allocated_bytes, model.reserved_bytes, model.num_segments) == (0, 0, 0)
 
 
+def test_peaks_and_totals_follow_every_malloc_and_free() -> None:
+    """c10 updates each stat at every malloc and free; the model logs the changes and applies
+    them when the stats are read (and every few thousand rows): the peaks, totals increased
+    and decreased must be those of the changes one by one, per pool, across a reset."""
+    import random
+
+    rng = random.Random(0)
+    model = CachingAllocatorModel(8 * GiB)
+    seen = {pool: {"current": 0, "peak": 0, "allocated": 0, "freed": 0} for pool in _POOLS}
+    live: list[tuple[int, str]] = []
+
+    def record(pool: str, before: int) -> None:
+        change = model.allocated_bytes - before
+        for stat in (seen["all"], seen[pool]):
+            stat["current"] += change
+            stat["peak"] = max(stat["peak"], stat["current"])
+            stat["allocated" if change > 0 else "freed"] += abs(change)
+
+    for event in range(20_000):  # more rows than the log keeps before applying them
+        before = model.allocated_bytes
+        if not live or rng.random() < 0.52:
+            nbytes = rng.choice([rng.randrange(1, 64 * KiB), rng.randrange(MiB, 24 * MiB)])
+            pool = "small_pool" if round_size(nbytes) <= MiB else "large_pool"
+            live.append((model.malloc(nbytes), pool))
+        else:
+            handle, pool = live.pop(rng.randrange(len(live)))
+            model.free(handle)
+        record(pool, before)
+        if event == 12_345:
+            model.reset_peak_stats()
+            for stat in seen.values():
+                stat["peak"] = stat["current"]
+    stats = model.stats()
+    for pool, expected in seen.items():
+        got = {key: stats[f"allocated_bytes.{pool}.{key}"] for key in expected}
+        assert got == expected, pool
+    assert model.peak_allocated_bytes == seen["all"]["peak"]
+
+
+_POOLS = ("all", "small_pool", "large_pool")
+
+
 def test_docstring_examples_run() -> None:
     result = doctest.testmod(allocator)
     assert result.attempted > 0
