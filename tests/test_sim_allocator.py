@@ -636,9 +636,8 @@ def test_invariants_hold_on_random_workloads(
 
 
 def test_peaks_and_totals_follow_every_malloc_and_free() -> None:
-    """c10 updates each stat at every malloc and free; the model logs the changes and applies
-    them when the stats are read (and every few thousand rows): the peaks, totals increased
-    and decreased must be those of the changes one by one, per pool, across a reset."""
+    """c10 updates each stat at every malloc and free: the peaks and the totals increased and
+    decreased are those of the changes one by one, per pool, across a reset."""
     import random
 
     rng = random.Random(0)
@@ -653,7 +652,7 @@ def test_peaks_and_totals_follow_every_malloc_and_free() -> None:
             stat["peak"] = max(stat["peak"], stat["current"])
             stat["allocated" if change > 0 else "freed"] += abs(change)
 
-    for event in range(20_000):  # more rows than the log keeps before applying them
+    for event in range(20_000):
         before = model.allocated_bytes
         if not live or rng.random() < 0.52:
             nbytes = rng.choice([rng.randrange(1, 64 * KiB), rng.randrange(MiB, 24 * MiB)])
