@@ -4,8 +4,9 @@
 drift by 10-20 % between processes; ``sim_bytecodes.py`` counts the simulator's Python
 bytecodes, which are the same on every run but weigh a specialised attribute update (a few
 nanoseconds) like a call into torch (a few hundred). This times single operations in a hot
-loop (best of ``--repeat`` runs of ``--number`` calls), steady to a few percent, in µs per
-call:
+loop, in µs per call: the best of ``--repeat`` rounds, each round timing ``--number`` calls of
+every operation in every column in turn (so a burst of other work on the machine spoils one
+round of each cell, not all rounds of one):
 
 - ``plain``: the operation on CPU tensors;
 - ``modes``: the same under a ``TorchFunctionMode`` and a ``TorchDispatchMode`` that only call
@@ -28,6 +29,7 @@ Run:
 from __future__ import annotations
 
 import argparse
+import math
 import timeit
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,10 +62,10 @@ def cases(device: str) -> dict[str, Case]:
     }
 
 
-def best(case: Case, number: int, repeat: int) -> float:
-    """Best µs per call of ``repeat`` runs of ``number`` calls."""
+def per_call(case: Case, number: int) -> float:
+    """µs per call of ``number`` calls (after one untimed call)."""
     case()
-    return min(timeit.repeat(case, number=number, repeat=repeat)) / number * 1e6
+    return timeit.timeit(case, number=number) / number * 1e6
 
 
 class _NullTrace:
@@ -126,26 +128,33 @@ def without(part: str) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--number", type=int, default=2000, help="calls per timed run")
-    parser.add_argument("--repeat", type=int, default=7, help="timed runs (the best is kept)")
+    parser.add_argument("--number", type=int, default=2000, help="calls per timing")
+    parser.add_argument("--repeat", type=int, default=7, help="rounds (the best is kept)")
     args = parser.parse_args(argv)
     if args.number < 1 or args.repeat < 1:
         parser.error("--number and --repeat must be at least 1")
     torch.set_num_threads(1)
     parts = ("cost", "trace", "allocator")
-    rows: dict[str, dict[str, float]] = {}
-    for name, case in cases("cpu").items():
-        rows[name] = {"plain": best(case, args.number, args.repeat)}
-        with _EmptyModes():
-            rows[name]["modes"] = best(case, args.number, args.repeat)
-    with simulate("H100", values="real"):
-        for name, case in cases("cuda").items():
-            rows[name]["sim"] = best(case, args.number, args.repeat)
-            for part in parts:
-                with without(part):
-                    rows[name][f"-{part}"] = best(case, args.number, args.repeat)
+    plain = cases("cpu")
+    rows: dict[str, dict[str, float]] = {name: {} for name in plain}
+
+    def keep(name: str, column: str, case: Case) -> None:
+        rows[name][column] = min(rows[name].get(column, math.inf), per_call(case, args.number))
+
+    for _ in range(args.repeat):
+        for name, case in plain.items():
+            keep(name, "plain", case)
+            with _EmptyModes():
+                keep(name, "modes", case)
+        with simulate("H100", values="real"):
+            for name, case in cases("cuda").items():
+                keep(name, "sim", case)
+                for part in parts:
+                    with without(part):
+                        keep(name, f"-{part}", case)
     print(
-        f"µs per call, best of {args.repeat} × {args.number} (torch {torch.__version__}, 1 thread)"
+        f"µs per call, best of {args.repeat} rounds of {args.number} calls (torch "
+        f"{torch.__version__}, 1 thread)"
     )
     columns = ("plain", "modes", "sim", *(f"-{p}" for p in parts))
     print(f"{'operation':<18}" + "".join(f"{c:>11}" for c in columns) + f"{'sim - plain':>13}")
