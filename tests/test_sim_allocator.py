@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import pickle
+import random
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from torchplace.sim.allocator import (
 KiB = 1024
 MiB = 1024**2
 GiB = 1024**3
+_POOLS = ("all", "small_pool", "large_pool")
 
 
 def _blocks(model: CachingAllocatorModel) -> list[list[tuple[int, str]]]:
@@ -638,8 +640,6 @@ def test_invariants_hold_on_random_workloads(
 def test_peaks_and_totals_follow_every_malloc_and_free() -> None:
     """c10 updates each stat at every malloc and free: the peaks and the totals increased and
     decreased are those of the changes one by one, per pool, across a reset."""
-    import random
-
     rng = random.Random(0)
     model = CachingAllocatorModel(8 * GiB)
     seen = {pool: {"current": 0, "peak": 0, "allocated": 0, "freed": 0} for pool in _POOLS}
@@ -671,9 +671,6 @@ def test_peaks_and_totals_follow_every_malloc_and_free() -> None:
         got = {key: stats[f"allocated_bytes.{pool}.{key}"] for key in expected}
         assert got == expected, pool
     assert model.peak_allocated_bytes == seen["all"]["peak"]
-
-
-_POOLS = ("all", "small_pool", "large_pool")
 
 
 def test_docstring_examples_run() -> None:
