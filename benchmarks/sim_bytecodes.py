@@ -10,7 +10,7 @@ simulated H100 with real values. The counts are the same on every run of a given
 version, so a change's effect on the simulator's work reads as a difference of counts.
 Bytecodes are not time, not even Python's: a specialised attribute update (a few ns) counts
 like a call into torch (a few hundred ns), and a change that removed 15 % of the count saved
-no time. The counts show where the simulator's Python runs; ``sim_op_costs.py`` times what
+far less time. The counts show where the simulator's Python runs; ``sim_op_costs.py`` times what
 each part of it costs.
 
 Run:

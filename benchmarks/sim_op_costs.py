@@ -117,8 +117,10 @@ def without(part: str) -> Iterator[None]:
         mode.on_op = None
     elif part == "trace":
         state.trace = _NullTrace(state.trace)
-    else:
+    elif part == "allocator":
         device.allocator = _NullAllocator(device.allocator)
+    else:
+        raise ValueError(f"unknown part {part!r}: cost, trace or allocator")
     try:
         yield
     finally:
