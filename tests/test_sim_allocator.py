@@ -638,8 +638,9 @@ def test_invariants_hold_on_random_workloads(
 
 
 def test_peaks_and_totals_follow_every_malloc_and_free() -> None:
-    """c10 updates each stat at every malloc and free: the peaks and the totals increased and
-    decreased are those of the changes one by one, per pool, across a reset."""
+    """c10 updates each stat at every malloc and free; the model logs the changes and applies
+    them when the stats are read (and every few thousand rows): the peaks, totals increased
+    and decreased must be those of the changes one by one, per pool, across a reset."""
     rng = random.Random(0)
     model = CachingAllocatorModel(8 * GiB)
     seen = {pool: {"current": 0, "peak": 0, "allocated": 0, "freed": 0} for pool in _POOLS}
@@ -652,7 +653,7 @@ def test_peaks_and_totals_follow_every_malloc_and_free() -> None:
             stat["peak"] = max(stat["peak"], stat["current"])
             stat["allocated" if change > 0 else "freed"] += abs(change)
 
-    for event in range(20_000):
+    for event in range(20_000):  # more rows than the log keeps before applying them
         before = model.allocated_bytes
         if not live or rng.random() < 0.52:
             nbytes = rng.choice([rng.randrange(1, 64 * KiB), rng.randrange(MiB, 24 * MiB)])

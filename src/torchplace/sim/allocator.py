@@ -50,7 +50,8 @@ from __future__ import annotations
 
 import functools
 from bisect import bisect_left, insort
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import accumulate, compress
 from typing import Any
 
 __all__ = ["AllocatorOOM", "CachingAllocatorModel", "round_size", "segment_size"]
@@ -301,6 +302,11 @@ class CachingAllocatorModel:
         self._segments: dict[int, int] = {}  # segment base address -> size
         self._next_address = _BASE_ADDRESS
         self._stats = {name: _StatArray() for name in _STAT_ARRAYS}
+        # The block stats' changes, one row per malloc or free, applied when the stats are
+        # read (_block_stats): the simulator allocates on nearly every operation and reads
+        # the stats rarely, and applying a row's changes costs a tenth of making them.
+        self._log: list[tuple[bool, int, int, int, int, int]] = []
+        self._allocated = 0  # allocated_bytes.all.current, kept up to date for every malloc
         self._oversize_allocations = _Stat()
         self._oversize_segments = _Stat()
         self._num_alloc_retries = 0
@@ -319,7 +325,7 @@ class CachingAllocatorModel:
     @property
     def allocated_bytes(self) -> int:
         """Bytes in live blocks, as ``torch.cuda.memory_allocated()`` reports them."""
-        return self._stats["allocated_bytes"][_ALL].current
+        return self._allocated
 
     @property
     def reserved_bytes(self) -> int:
@@ -329,7 +335,7 @@ class CachingAllocatorModel:
     @property
     def peak_allocated_bytes(self) -> int:
         """Highest ``allocated_bytes`` so far (``torch.cuda.max_memory_allocated()``)."""
-        return self._stats["allocated_bytes"][_ALL].peak
+        return self._block_stats()["allocated_bytes"][_ALL].peak
 
     @property
     def peak_reserved_bytes(self) -> int:
@@ -450,7 +456,7 @@ class CachingAllocatorModel:
 
     def reset_peak_stats(self) -> None:
         """Set every peak to its current value (``torch.cuda.reset_peak_memory_stats()``)."""
-        for array in self._stats.values():
+        for array in self._block_stats().values():
             for stat in array:
                 stat.peak = stat.current
         for stat in (self._oversize_allocations, self._oversize_segments):
@@ -481,7 +487,7 @@ class CachingAllocatorModel:
             (2097152, -1)
         """
         result: dict[str, int] = {}
-        for name, array in self._stats.items():
+        for name, array in self._block_stats().items():
             for pool_name, stat in zip(_POOL_NAMES, array, strict=True):
                 stat.export(f"{name}.{pool_name}", result)
                 if name in _SAME_AS:
@@ -601,14 +607,13 @@ class CachingAllocatorModel:
 
     def _alloc_found_block(self, pool: _Pool, block: _Block, size: int, nbytes: int) -> int:
         """Hand out ``block``, first splitting off what the request does not need."""
-        stats = self._stats
-        pool_index = _SMALL if pool.small else _LARGE
         already_split = block.prev is not None or block.next is not None
         remaining_size = block.size - size
         if pool.small:
             split = remaining_size >= _MIN_BLOCK_SIZE
         else:
             split = size < self._max_split and remaining_size > _SMALL_SIZE
+        split_blocks = split_bytes = 0  # the changes of inactive_split and its bytes
         if split:
             remaining = block
             block = _Block(remaining.address, size, remaining.stream, remaining.small)
@@ -623,18 +628,17 @@ class CachingAllocatorModel:
             self._blocks[remaining.address] = remaining
             pool.insert(remaining)
             if already_split:
-                stats["inactive_split_bytes"].decrease(pool_index, size)
+                split_bytes = -size
             else:
-                stats["inactive_split_bytes"].increase(pool_index, remaining_size)
-                stats["inactive_split"].increase(pool_index, 1)
+                split_blocks, split_bytes = 1, remaining_size
         elif already_split:
-            stats["inactive_split_bytes"].decrease(pool_index, block.size)
-            stats["inactive_split"].decrease(pool_index, 1)
+            split_blocks, split_bytes = -1, -block.size
         block.allocated = True
         block.requested = nbytes
-        stats["allocation"].increase(pool_index, 1)
-        stats["allocated_bytes"].increase(pool_index, block.size)
-        stats["requested_bytes"].increase(pool_index, nbytes)
+        self._allocated += block.size
+        self._log.append((pool.small, 1, block.size, nbytes, split_blocks, split_bytes))
+        if len(self._log) >= _LOG_ROWS:
+            self._block_stats()
         if block.size >= self._max_split:
             self._oversize_allocations.increase(1)
         return block.address
@@ -642,30 +646,37 @@ class CachingAllocatorModel:
     def _free_block(self, block: _Block) -> None:
         """Put a no-longer-live block back in its pool, merged with free neighbours."""
         pool = self._small_pool if block.small else self._large_pool
-        pool_index = _SMALL if block.small else _LARGE
         original_size, requested = block.size, block.requested
         net_blocks = net_bytes = 0
         for candidate in (block.prev, block.next):
-            subsumed = self._try_merge_blocks(block, candidate, pool)
-            if subsumed:
+            if candidate is not None and not candidate.allocated:
                 net_blocks -= 1
-                net_bytes -= subsumed
+                net_bytes -= self._try_merge_blocks(block, candidate, pool)
         block.requested = 0
         pool.insert(block)
         if block.prev is not None or block.next is not None:
             net_blocks += 1
             net_bytes += block.size
-        stats = self._stats
-        stats["inactive_split"].change(pool_index, net_blocks)
-        stats["inactive_split_bytes"].change(pool_index, net_bytes)
-        stats["allocation"].decrease(pool_index, 1)
-        stats["allocated_bytes"].decrease(pool_index, original_size)
-        stats["requested_bytes"].decrease(pool_index, requested)
+        self._allocated -= original_size
+        self._log.append((block.small, -1, -original_size, -requested, net_blocks, net_bytes))
 
-    def _try_merge_blocks(self, dst: _Block, src: _Block | None, pool: _Pool) -> int:
+    def _block_stats(self) -> dict[str, _StatArray]:
+        """The stats, with the logged changes of the block stats applied (in order, each
+        change one c10 ``increase_stat``/``decrease_stat`` call on the pool's stat and on
+        the aggregate)."""
+        if self._log:
+            small, *changes = zip(*self._log, strict=True)
+            large = [not s for s in small]
+            self._log = []
+            for name, column in zip(_LOGGED_STATS, changes, strict=True):
+                array = self._stats[name]
+                array[_ALL].apply(column)
+                array[_SMALL].apply(compress(column, small))
+                array[_LARGE].apply(compress(column, large))
+        return self._stats
+
+    def _try_merge_blocks(self, dst: _Block, src: _Block, pool: _Pool) -> int:
         """Absorb the free neighbour ``src`` into ``dst``; return the bytes absorbed."""
-        if src is None or src.allocated:
-            return 0
         pool.remove(src)
         del self._blocks[src.address]
         if dst.prev is src:  # [src dst]
@@ -784,6 +795,17 @@ _STAT_ARRAYS = (
     "inactive_split_bytes",
     "requested_bytes",
 )
+# The stats every malloc and free changes, logged in this order (after the pool's flag);
+# the segment stats change with cudaMalloc/cudaFree only and are updated at once.
+_LOGGED_STATS = (
+    "allocation",
+    "allocated_bytes",
+    "requested_bytes",
+    "inactive_split",
+    "inactive_split_bytes",
+)
+_LOG_ROWS = 8192  # rows kept before they are applied
+_POSITIVE = (0).__lt__
 # c10's "active" stats count blocks in use or waiting for a stream's event before they may
 # be reused (record_stream); without streams to wait for they are the allocation stats.
 _SAME_AS = {"allocation": "active", "allocated_bytes": "active_bytes"}
@@ -807,6 +829,15 @@ class _Stat:
         self.current -= amount
         self.freed += amount
 
+    def apply(self, changes: Iterable[int]) -> None:
+        """``increase`` each positive change and ``decrease`` each negative one, in order."""
+        changes = list(changes)
+        self.peak = max(self.peak, max(accumulate(changes, initial=self.current)))
+        total, increases = sum(changes), sum(filter(_POSITIVE, changes))
+        self.current += total
+        self.allocated += increases
+        self.freed += increases - total
+
     def export(self, prefix: str, into: dict[str, int]) -> None:
         into[f"{prefix}.current"] = self.current
         into[f"{prefix}.peak"] = self.peak
@@ -821,31 +852,12 @@ class _StatArray(list[_Stat]):
         super().__init__(_Stat() for _ in _POOL_NAMES)
 
     def increase(self, pool_index: int, amount: int) -> None:
-        # _Stat.increase for both stats, inlined: every malloc makes several of these calls
-        stat = self[_ALL]
-        stat.current += amount
-        if stat.current > stat.peak:
-            stat.peak = stat.current
-        stat.allocated += amount
-        stat = self[pool_index]
-        stat.current += amount
-        if stat.current > stat.peak:
-            stat.peak = stat.current
-        stat.allocated += amount
+        self[_ALL].increase(amount)
+        self[pool_index].increase(amount)
 
     def decrease(self, pool_index: int, amount: int) -> None:
-        stat = self[_ALL]
-        stat.current -= amount
-        stat.freed += amount
-        stat = self[pool_index]
-        stat.current -= amount
-        stat.freed += amount
-
-    def change(self, pool_index: int, amount: int) -> None:
-        if amount > 0:
-            self.increase(pool_index, amount)
-        elif amount < 0:
-            self.decrease(pool_index, -amount)
+        self[_ALL].decrease(amount)
+        self[pool_index].decrease(amount)
 
 
 def _format_size(nbytes: int) -> str:
