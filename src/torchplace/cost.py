@@ -319,9 +319,6 @@ def _collect(items: Any, found: list[torch.Tensor]) -> None:
             _collect(x.values(), found)
 
 
-_STRIDED = torch.strided
-
-
 def _footprint_bytes(t: torch.Tensor) -> int:
     """Bytes an operation reads from ``t``: broadcast (stride-0) dimensions count once."""
     if t.layout != torch.strided:
@@ -336,20 +333,39 @@ def _footprint_bytes(t: torch.Tensor) -> int:
 def _bytes_moved(write_only: bool, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> int:
     """Each distinct input read once (not an output it only overwrites), each distinct
     output written once."""
+    return _traffic(write_only, inputs, outputs)[0]
+
+
+def _traffic(
+    write_only: bool, inputs: list[torch.Tensor], outputs: list[torch.Tensor]
+) -> tuple[int, torch.dtype]:
+    """:func:`_bytes_moved`, and the dtype the operation computes in: the first
+    floating-point tensor's, float32 if none is. One pass, the fewest calls into torch:
+    the simulator prices every kernel, and in a training step each call runs with the CPU's
+    caches cold from the kernel before."""
     seen = {id(t) for t in outputs} if write_only else set()
     read = 0
+    dtype = None
     for t in inputs:
-        if id(t) not in seen:
-            seen.add(id(t))
-            # _footprint_bytes(t) without the call for the common case, no broadcast
-            if t.layout is _STRIDED and 0 not in t.stride():
-                read += int(t.nbytes)
-            else:
-                read += _footprint_bytes(t)
-    if len(outputs) == 1:
-        return read + int(outputs[0].numel()) * outputs[0].element_size()
-    written = {id(t): t for t in outputs}.values()
-    return read + sum(int(t.numel()) * t.element_size() for t in written)
+        if dtype is None and t.is_floating_point():
+            dtype = t.dtype
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        try:
+            broadcast = 0 in t.stride()
+        except RuntimeError:  # a layout without strides
+            broadcast = True
+        read += _footprint_bytes(t) if broadcast else t.nbytes
+    if dtype is None:
+        dtype = next((t.dtype for t in outputs if t.is_floating_point()), torch.float32)
+    written = outputs if len(outputs) == 1 else {id(t): t for t in outputs}.values()
+    for t in written:
+        try:
+            read += t.nbytes
+        except RuntimeError:  # sparse: its dense size
+            read += int(t.numel()) * t.element_size()
+    return read, dtype
 
 
 # Matrix products: the argument that is the first matrix (its last dimension is k).
@@ -460,14 +476,6 @@ def arguments_key(x: Any, of_tensor: Callable[[torch.Tensor], Any] = _SHAPE) -> 
     return x
 
 
-def _compute_dtype(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> torch.dtype:
-    for tensors in (inputs, outputs):
-        for t in tensors:
-            if t.is_floating_point():
-                return t.dtype
-    return torch.float32
-
-
 def op_cost(
     func: Any,
     args: Any,
@@ -520,8 +528,7 @@ def op_cost(
         inputs = tensors_in((args, kwargs))
     if outputs is None:
         outputs = tensors_in(out)
-    nbytes = _bytes_moved(info.write_only, inputs, outputs)
-    dtype = _compute_dtype(inputs, outputs)
+    nbytes, dtype = _traffic(info.write_only, inputs, outputs)
     precision = precision_of(dtype, tf32=tf32)
     compute = flops / peaks.flops_at(precision) if flops else 0.0
     memory = nbytes / peaks.bandwidth_bytes_per_s
