@@ -639,11 +639,12 @@ class SimFunctionMode(TorchFunctionMode):
             self.autocast_cache.clear()
         local = self.local
         label = None
+        shown = local.shown  # self._label inlined (a hot path)
         for a in args:
             if isinstance(a, (list, tuple)) and a:  # a foreach op's list: its first tensor's
                 a = a[0]
             if isinstance(a, torch.Tensor):
-                label = self._label(a)
+                label = shown[1] if shown and shown[0] == id(a) else self.state.label(a)
                 if label is not None:
                     break
         if kwargs.get("generator") is not None:

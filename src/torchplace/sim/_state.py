@@ -199,6 +199,15 @@ def _fsdp_unsharded(module: torch.nn.Module) -> list[torch.Tensor]:
     return [p for p in params if p is not None and p.untyped_storage().nbytes() > 0]
 
 
+class _StorageRef(weakref.ref):
+    """A weak reference to a simulated storage that knows the storage's key: its callback
+    reports the death. ``weakref.KeyedRef`` without its two Python-level constructor calls
+    (one reference per new storage)."""
+
+    __slots__ = ("key",)
+    key: int
+
+
 @dataclass(slots=True)
 class _Storage:
     device: int
@@ -277,10 +286,10 @@ class SimState:
     site: CallSite = field(default_factory=CallSite)
     _pending_frees: list[int] = field(default_factory=list)
     # storage key -> the weak reference whose callback reports the storage's death
-    _refs: dict[int, weakref.KeyedRef] = field(default_factory=dict)
+    _refs: dict[int, _StorageRef] = field(default_factory=dict)
     _emptied: dict[int, int] = field(default_factory=dict)  # resized to 0 bytes: its device
     _lock: threading.RLock = field(default_factory=threading.RLock)
-    _died: Callable[[weakref.KeyedRef], None] = field(init=False, repr=False)
+    _died: Callable[[_StorageRef], None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         pending = self._pending_frees
@@ -463,7 +472,9 @@ class SimState:
             dev = self.devices[device]
             handle = self._malloc(dev, nbytes)
             if self.real:
-                self._check_host(nbytes)
+                self.host_bytes += nbytes
+                if self.host_limit is not None and self.host_bytes > self.host_limit:
+                    raise self._over_host_limit()
             scope = self.scopes[-1] if self.scopes else None
             index = self.trace.alloc(
                 dev.index, nbytes, handle, self.clock(dev.index), self.phase, scope,
@@ -473,8 +484,10 @@ class SimState:
             if self.category_override is not None:
                 self.kinds[key] = self.category_override
             if finalize:
-                self._refs[key] = weakref.KeyedRef(storage, self._died, key)
-            self._after_alloc(dev)
+                ref = self._refs[key] = _StorageRef(storage, self._died)
+                ref.key = key
+            if dev.allocator.allocated_bytes > dev.peak_allocated:
+                self._after_alloc(dev)
 
     def resize_storage(self, storage: Any, device: int, nbytes: int) -> None:
         """``UntypedStorage.resize_`` of a simulated storage. On CUDA it allocates a block of
@@ -583,16 +596,15 @@ class SimState:
             "device instead: `with torch.device('cuda'): model = Model()`."
         )
 
-    def _check_host(self, nbytes: int) -> None:
-        self.host_bytes += nbytes
-        if self.host_limit is not None and self.host_bytes > self.host_limit:
-            from torchplace._units import format_bytes
+    def _over_host_limit(self) -> MemoryError:
+        from torchplace._units import format_bytes
 
-            raise self._host_error(
-                self.host_bytes,
-                f"over the limit of {format_bytes(self.host_limit)} (half the memory this "
-                "machine had available; --host-memory-limit sets it)",
-            )
+        assert self.host_limit is not None
+        return self._host_error(
+            self.host_bytes,
+            f"over the limit of {format_bytes(self.host_limit)} (half the memory this "
+            "machine had available; --host-memory-limit sets it)",
+        )
 
     def _host_error(self, total: int, why: str) -> MemoryError:
         from torchplace._units import format_bytes
