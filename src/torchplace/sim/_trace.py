@@ -99,9 +99,18 @@ class Trace:
         frame: tuple[str, int, str] | None,
     ) -> int:
         """Record an allocation; return its index (-1 once the trace is full)."""
-        seq = self._next()
-        if self.full:
+        # _next and _intern's common case inlined: every new storage is recorded
+        self.seq = seq = self.seq + 1
+        if seq > self.limit:
+            if self.truncated_at is None:
+                self.truncated_at = seq
             return -1
+        frame_id = -1 if frame is None else self._frame_ids.get(frame)
+        if frame_id is None:
+            frame_id = self._intern(self.frames, self._frame_ids, frame)
+        scope_id = -1 if scope is None else self._scope_ids.get(scope)
+        if scope_id is None:
+            scope_id = self._intern(self.scopes, self._scope_ids, scope)
         self.device.append(device)
         self.size.append(nbytes)
         self.address.append(address)
@@ -111,8 +120,8 @@ class Trace:
         self.end_time.append(-1.0)
         self.phase.append(_PHASE_IDS.get(phase, 0))
         self.category.append(-1)
-        self.frame.append(self._intern(self.frames, self._frame_ids, frame))
-        self.scope.append(self._intern(self.scopes, self._scope_ids, scope))
+        self.frame.append(frame_id)
+        self.scope.append(scope_id)
         return len(self.size) - 1
 
     def free(self, index: int, time: float, category: str | None) -> None:
@@ -121,7 +130,8 @@ class Trace:
             return
         self.end[index] = seq
         self.end_time[index] = time
-        self.set_category(index, category)
+        if category is not None and self.category[index] == -1:  # set_category, inlined
+            self.category[index] = _CATEGORY_IDS[category]
 
     def set_category(self, index: int, category: str | None) -> None:
         if index >= 0 and category is not None and self.category[index] == -1:
