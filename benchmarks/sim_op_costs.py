@@ -22,14 +22,23 @@ aten calls), an add that makes a new tensor (an allocation and a free), an in-pl
 64 × 64 matrix product, ``.item()`` of a host tensor (AdamW reads its step counts so) and
 reading ``.grad``.
 
+A hot loop keeps the simulator's code and data in the CPU's caches, and a training step
+does not: each kernel sweeps them, and the Python that follows runs two to four times
+slower (``op_cost`` took 4-10 µs a call in a loop and 16-21 µs in a transformer step).
+``--cold [MIB]`` times each call alone after a copy of MIB MiB (2 by default: twice this
+machine's per-core L2, which left ``op_cost`` about as slow as in the step) has swept the
+caches: closer to what a part costs in a step. A much larger sweep (32 MiB) leaves torch's
+own code colder than any step does (a plain view then takes 58 µs).
+
 Run:
-    .venv/bin/python benchmarks/sim_op_costs.py [--number 2000] [--repeat 7]
+    .venv/bin/python benchmarks/sim_op_costs.py [--number 2000] [--repeat 7] [--cold [MIB]]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import time
 import timeit
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -62,10 +71,30 @@ def cases(device: str) -> dict[str, Case]:
     }
 
 
-def per_call(case: Case, number: int) -> float:
-    """µs per call of ``number`` calls (after one untimed call)."""
+def per_call(case: Case, number: int, sweep: Callable[[], None] | None = None) -> float:
+    """µs per call of ``number`` calls (after one untimed call); with ``sweep``, each call
+    is timed alone after ``sweep()`` has emptied the CPU caches."""
     case()
-    return timeit.timeit(case, number=number) / number * 1e6
+    if sweep is None:
+        return timeit.timeit(case, number=number) / number * 1e6
+    total = 0.0
+    for _ in range(number):
+        sweep()
+        start = time.perf_counter()
+        case()
+        total += time.perf_counter() - start
+    return total / number * 1e6
+
+
+def cache_sweep(nbytes: int) -> Callable[[], None]:
+    """A copy of ``nbytes``, in plain C: no torch call, so none of the simulator's code runs
+    and warms the caches again."""
+    src, dst = bytearray(b"x" * nbytes), bytearray(nbytes)
+
+    def sweep() -> None:
+        dst[:] = src
+
+    return sweep
 
 
 class _NullTrace:
@@ -132,16 +161,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--number", type=int, default=2000, help="calls per timing")
     parser.add_argument("--repeat", type=int, default=7, help="rounds (the best is kept)")
+    parser.add_argument(
+        "--cold", type=int, nargs="?", const=2, default=0, metavar="MIB",
+        help="copy MIB MiB (2 if not given) before each timed call, sweeping the CPU caches",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    if args.number < 1 or args.repeat < 1:
-        parser.error("--number and --repeat must be at least 1")
+    if args.number < 1 or args.repeat < 1 or args.cold < 0:
+        parser.error("--number and --repeat must be at least 1, --cold at least 0")
     torch.set_num_threads(1)
     parts = ("cost", "trace", "allocator")
     plain = cases("cpu")
     rows: dict[str, dict[str, float]] = {name: {} for name in plain}
 
+    sweep = cache_sweep(args.cold << 20) if args.cold else None
+
     def keep(name: str, column: str, case: Case) -> None:
-        rows[name][column] = min(rows[name].get(column, math.inf), per_call(case, args.number))
+        rows[name][column] = min(
+            rows[name].get(column, math.inf), per_call(case, args.number, sweep)
+        )
 
     for _ in range(args.repeat):
         for name, case in plain.items():
@@ -155,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                     with without(part):
                         keep(name, f"-{part}", case)
     print(
-        f"µs per call, best of {args.repeat} rounds of {args.number} calls (torch "
-        f"{torch.__version__}, 1 thread)"
+        f"µs per call, best of {args.repeat} rounds of {args.number} calls"
+        f"{', caches swept before each' if args.cold else ''} (torch {torch.__version__}, 1 thread)"
     )
     columns = ("plain", "modes", "sim", *(f"-{p}" for p in parts))
     print(f"{'operation':<18}" + "".join(f"{c:>11}" for c in columns) + f"{'sim - plain':>13}")

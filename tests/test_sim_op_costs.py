@@ -18,14 +18,16 @@ from torchplace.sim import simulate
 _BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def test_the_benchmark_prints_a_row_per_operation() -> None:
+@pytest.mark.parametrize("cold", [False, True])
+def test_the_benchmark_prints_a_row_per_operation(cold: bool) -> None:
     script = _BENCHMARKS / "sim_op_costs.py"
     done = subprocess.run(
-        [sys.executable, str(script), "--number", "20", "--repeat", "1"],
+        [sys.executable, str(script), "--number", "20", "--repeat", "1", *["--cold"] * cold],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
+    assert ("caches swept" in lines[0]) == cold
     assert lines[1].split()[:4] == ["operation", "plain", "modes", "sim"]
     rows = {line.split("  ")[0]: line.split()[-7:-1] for line in lines[2:]}  # µs per call
     assert set(rows) == {"view", "add (new tensor)", "add_ (in place)", "mm 64x64",
