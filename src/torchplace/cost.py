@@ -514,7 +514,9 @@ def op_cost(
         (8000, 'memory', 8e-08)
     """
     kwargs = kwargs or {}
-    info = _info(func)
+    info = _OP_INFO.get(id(func))  # _info(func), its common case inline
+    if info is None or info.func is not func:
+        info = _info(func)
     if info.no_kernel:
         return OpCost(info.name, 0.0, 0, 0.0, "none")
     flops = 0.0
@@ -529,7 +531,7 @@ def op_cost(
     if outputs is None:
         outputs = tensors_in(out)
     nbytes, dtype = _traffic(info.write_only, inputs, outputs)
-    precision = precision_of(dtype, tf32=tf32)
+    precision = _PRECISION_OF.get((dtype, tf32)) or precision_of(dtype, tf32=tf32)
     compute = flops / peaks.flops_at(precision) if flops else 0.0
     memory = nbytes / peaks.bandwidth_bytes_per_s
     bound: Bound
@@ -653,13 +655,15 @@ class StepEstimate:
         # reads the tables once per report, so they are summed when read (in order: the
         # same floating-point sums).
         self._pending: list[tuple[OpCost, str | None]] = []
-        self._seconds = 0.0
+        #: total estimated seconds (an attribute: the simulator's clock reads it at every
+        #: allocation and free)
+        self.seconds = 0.0
 
     def add(self, cost: OpCost, scope: str | None = None) -> None:
         """Count one operation, attributed to module ``scope`` (``None``: no module)."""
         if cost.bound == "none":
             return
-        self._seconds += cost.seconds
+        self.seconds += cost.seconds
         self._pending.append((cost, scope))
         if len(self._pending) >= 4096:
             self._sum()
@@ -692,11 +696,6 @@ class StepEstimate:
         """By aten operation."""
         self._sum()
         return self._ops
-
-    @property
-    def seconds(self) -> float:
-        """Total estimated seconds."""
-        return self._seconds
 
     @property
     def flops(self) -> float:

@@ -197,17 +197,19 @@ class SimDispatchMode(TorchDispatchMode):
                 return NotImplemented
         # Reached from C++ (a storage copy, the autograd engine), the function mode may still
         # be active; below autograd only the real devices count.
-        if not torch._C._is_torch_function_mode_enabled():
-            return self._dispatch(func, args, kwargs or {})
-        with torch._C.DisableTorchFunction():
-            return self._dispatch(func, args, kwargs or {})
-
-    def _dispatch(self, func: Any, args: Any, kwargs: Any) -> Any:
+        if torch._C._is_torch_function_mode_enabled():
+            with torch._C.DisableTorchFunction():
+                return self.__torch_dispatch__(func, types, args, kwargs)
+        # (the rest in this function, not a call of its own: each Python call costs about a
+        # microsecond in a training step, where the kernel before left the caches cold)
+        kwargs = kwargs or {}
         state, local = self.state, self.local
         op = _OPS.get(id(func))
         if op is None or op.func is not func:
             op = _OPS[id(func)] = _Op.of(func)
         if op.view:  # one tensor's storage seen anew: its label is the storage's already
+            if state.real:  # self._run's case for a view, inline
+                return func(*args, **kwargs)
             return self._run(func, op, args, kwargs, None)
         leaves = call_tensors(args, kwargs)
         # id -> label of the arguments on simulated devices; whether some other is not
@@ -269,7 +271,10 @@ class SimDispatchMode(TorchDispatchMode):
         if not state.real and any(not t.is_meta and t.dim() == 0 for t in leaves):
             args, kwargs = tree_map(_scalar_to_meta, (args, kwargs))
         try:
-            out = self._run(func, op, args, kwargs, device)
+            if state.real and op.kernel is None and not op.seeded:  # self._run's, inline
+                out = func(*args, **kwargs)
+            else:
+                out = self._run(func, op, args, kwargs, device)
         except RuntimeError as e:
             if state.real and "can't allocate memory" in str(e):
                 self._host_allocation_failed(func, args, kwargs, out_label)

@@ -476,10 +476,11 @@ class SimState:
                 if self.host_limit is not None and self.host_bytes > self.host_limit:
                     raise self._over_host_limit()
             scope = self.scopes[-1] if self.scopes else None
+            estimate = dev.estimate  # self.clock(device), inline
+            time = estimate.seconds if estimate is not None else 0.0
             index = self.trace.alloc(
-                dev.index, nbytes, handle, self.clock(dev.index), self.phase, scope,
-                self.site.user_code_frame(),
-            )  # fmt: skip
+                dev.index, nbytes, handle, time, self.phase, scope, self.site.user_code_frame()
+            )
             self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope, index)
             if self.category_override is not None:
                 self.kinds[key] = self.category_override
@@ -626,7 +627,9 @@ class SimState:
         if rec is not None:
             dev = self.devices[rec.device]
             dev.allocator.free(rec.handle)
-            self.trace.free(rec.trace_index, self.clock(rec.device), self.kinds.pop(key, None))
+            estimate = dev.estimate  # self.clock(device), inline
+            time = estimate.seconds if estimate is not None else 0.0
+            self.trace.free(rec.trace_index, time, self.kinds.pop(key, None))
             if self.real:
                 self.host_bytes -= rec.nbytes
 

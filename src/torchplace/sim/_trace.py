@@ -125,7 +125,9 @@ class Trace:
         return len(self.size) - 1
 
     def free(self, index: int, time: float, category: str | None) -> None:
-        seq = self._next()
+        self.seq = seq = self.seq + 1  # _next, inline: every free is recorded
+        if seq > self.limit and self.truncated_at is None:
+            self.truncated_at = seq
         if index < 0 or self.end[index] != -1:
             return
         self.end[index] = seq

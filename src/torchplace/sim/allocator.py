@@ -380,8 +380,10 @@ class CachingAllocatorModel:
             AllocatorOOM: if the block cannot be had even after the cache is emptied.
             ValueError: if ``nbytes`` or ``stream`` is not a non-negative integer.
         """
-        _check_bytes("nbytes", nbytes)
-        _check_bytes("stream", stream)
+        if type(nbytes) is not int or nbytes < 0:  # _check_bytes's test inline: every malloc
+            _check_bytes("nbytes", nbytes)
+        if type(stream) is not int or stream < 0:
+            _check_bytes("stream", stream)
         if nbytes == 0:
             return 0
         size = -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE  # round_size, checked above
