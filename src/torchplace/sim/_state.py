@@ -189,6 +189,17 @@ class CallSite(threading.local):
         return frame  # type: ignore[return-value]
 
 
+def _storage_key(t: torch.Tensor) -> int | None:
+    """The key of a plain tensor's storage in :attr:`SimState.storages`, None for a tensor
+    without one (sparse). No device or layout test first: only storages on the backing
+    device are ever registered, so any other storage's key is simply not found (two tests
+    fewer for each tensor of every operation)."""
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 def _fsdp_unsharded(module: torch.nn.Module) -> list[torch.Tensor]:
     """The full parameters an FSDP2 module (``fully_shard``) has gathered and holds now."""
     get_state = getattr(module, "_get_fsdp_state", None)
@@ -405,15 +416,18 @@ class SimState:
         return self._label(t)
 
     def _label(self, t: torch.Tensor) -> int | None:
-        if type(t) not in _PLAIN_TENSORS:
+        plain = type(t) in _PLAIN_TENSORS
+        if not plain:
             local = getattr(t, "_local_tensor", None)  # a DTensor: the device of its shard
             if local is not None:
                 return self._label(local)
-        if not self._on_backing(t) or t.layout is not _STRIDED:
-            return None
+            if not self._on_backing(t) or t.layout is not _STRIDED:
+                return None
         if self._pending_frees:
             self.sync()  # a dead storage's address may already belong to a new one
-        key = t.untyped_storage()._cdata
+        key = _storage_key(t) if plain else t.untyped_storage()._cdata
+        if key is None:
+            return None
         rec = self.storages.get(key)
         return self._emptied.get(key) if rec is None else rec.device
 
@@ -424,12 +438,16 @@ class SimState:
             self.sync()
         labels: dict[int, int] = {}
         on_host = False
-        storages, on_backing = self.storages, self._on_backing
+        storages, emptied = self.storages, self._emptied
         for t in tensors:
-            if type(t) in _PLAIN_TENSORS and on_backing(t) and t.layout is _STRIDED:
-                key = t.untyped_storage()._cdata
+            if type(t) in _PLAIN_TENSORS:
+                try:  # _storage_key(t), inline
+                    key = t.untyped_storage()._cdata
+                except (RuntimeError, NotImplementedError):  # no storage (sparse)
+                    on_host = True
+                    continue
                 rec = storages.get(key)
-                label = rec.device if rec is not None else self._emptied.get(key)
+                label = rec.device if rec is not None else emptied.get(key)
             else:
                 label = self._label(t)
             if label is None:
