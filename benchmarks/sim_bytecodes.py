@@ -11,7 +11,7 @@ version, so a change's effect on the simulator's work reads as a difference of c
 Bytecodes are not time, not even Python's: a specialised attribute update (a few ns) counts
 like a call into torch (a few hundred ns), and a change that removed 15 % of the count saved
 far less time. The counts show where the simulator's Python runs; ``sim_op_costs.py`` times what
-each part of it costs.
+each part of it costs (``--cold``: with the caches swept, as after a kernel in a step).
 
 Run:
     .venv/bin/python benchmarks/sim_bytecodes.py [--models cnn transformer] [--steps 2]
