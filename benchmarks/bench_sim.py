@@ -13,7 +13,9 @@ Each model runs twice, each time in its own subprocess (so that peak RSS is per 
 - ``fake``: the reference, a bare ``torch._subclasses.fake_tensor.FakeTensorMode()`` with
   the model and batch built inside it (fake CPU tensors: shapes only, no data, no device
   rules, no accounting);
-- ``sim``: ``torchplace.simulate("H100")``, the model built under
+- ``sim``: ``torchplace.simulate("H100", values="placeholder")`` (shapes only, as the
+  reference: ``simulate``'s default became real values, which would compute every op on
+  the CPU and hold a 7B model's weights in host memory), the model built under
   ``with torch.device("cuda"):`` and the batch created with ``device="cuda"`` — device
   labels and rules, every allocation through the caching-allocator model, the GPU's
   kernel choices, the roofline estimate of every op. The weights never exist on the host.
@@ -240,7 +242,7 @@ def run_case(key: str, mode: str, *, steps: int, warmup: int) -> dict[str, Any]:
     elif mode == "sim":
         from torchplace.sim import simulate
 
-        context, device = simulate("H100"), "cuda"
+        context, device = simulate("H100", values="placeholder"), "cuda"
     else:
         raise ValueError(f"mode must be 'fake' or 'sim', got {mode!r}")
 

@@ -330,18 +330,13 @@ def _footprint_bytes(t: torch.Tensor) -> int:
     return elements * t.element_size() if t.numel() else 0
 
 
-def _bytes_moved(write_only: bool, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> int:
-    """Each distinct input read once (not an output it only overwrites), each distinct
-    output written once."""
-    return _traffic(write_only, inputs, outputs)[0]
-
-
 def _traffic(
     write_only: bool, inputs: list[torch.Tensor], outputs: list[torch.Tensor]
 ) -> tuple[int, torch.dtype]:
-    """:func:`_bytes_moved`, and the dtype the operation computes in: the first
-    floating-point tensor's, float32 if none is. One pass, the fewest calls into torch:
-    the simulator prices every kernel, and in a training step each call runs with the CPU's
+    """The bytes an operation moves (each distinct input read once, not an output it only
+    overwrites; each distinct output written once) and the dtype it computes in (the first
+    floating-point tensor's, float32 if none is). One pass, the fewest calls into torch: the
+    simulator prices every kernel, and in a training step each call runs with the CPU's
     caches cold from the kernel before."""
     seen = {id(t) for t in outputs} if write_only else set()
     read = 0

@@ -189,17 +189,6 @@ class CallSite(threading.local):
         return frame  # type: ignore[return-value]
 
 
-def _storage_key(t: torch.Tensor) -> int | None:
-    """The key of a plain tensor's storage in :attr:`SimState.storages`, None for a tensor
-    without one (sparse). No device or layout test first: only storages on the backing
-    device are ever registered, so any other storage's key is simply not found (two tests
-    fewer for each tensor of every operation)."""
-    try:
-        return t.untyped_storage()._cdata
-    except (RuntimeError, NotImplementedError):
-        return None
-
-
 def _fsdp_unsharded(module: torch.nn.Module) -> list[torch.Tensor]:
     """The full parameters an FSDP2 module (``fully_shard``) has gathered and holds now."""
     get_state = getattr(module, "_get_fsdp_state", None)
@@ -416,8 +405,7 @@ class SimState:
         return self._label(t)
 
     def _label(self, t: torch.Tensor) -> int | None:
-        plain = type(t) in _PLAIN_TENSORS
-        if not plain:
+        if type(t) not in _PLAIN_TENSORS:  # (a plain one needs no device test: see labels_of)
             local = getattr(t, "_local_tensor", None)  # a DTensor: the device of its shard
             if local is not None:
                 return self._label(local)
@@ -425,8 +413,9 @@ class SimState:
                 return None
         if self._pending_frees:
             self.sync()  # a dead storage's address may already belong to a new one
-        key = _storage_key(t) if plain else t.untyped_storage()._cdata
-        if key is None:
+        try:
+            key = t.untyped_storage()._cdata
+        except (RuntimeError, NotImplementedError):  # no storage (sparse)
             return None
         rec = self.storages.get(key)
         return self._emptied.get(key) if rec is None else rec.device
@@ -441,7 +430,10 @@ class SimState:
         storages, emptied = self.storages, self._emptied
         for t in tensors:
             if type(t) in _PLAIN_TENSORS:
-                try:  # _storage_key(t), inline
+                # No device or layout test first: only storages on the backing device are
+                # ever registered, so any other storage's key is simply not found (two calls
+                # into torch fewer for each tensor of every operation).
+                try:
                     key = t.untyped_storage()._cdata
                 except (RuntimeError, NotImplementedError):  # no storage (sparse)
                     on_host = True
