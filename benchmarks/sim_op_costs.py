@@ -23,11 +23,12 @@ aten calls), an add that makes a new tensor (an allocation and a free), an in-pl
 reading ``.grad``.
 
 A hot loop keeps the simulator's code and data in the CPU's caches, and a training step
-does not: each kernel sweeps them, and the Python that follows runs two to four times
-slower (``op_cost`` took 4-10 µs a call in a loop and 16-21 µs in a transformer step).
-``--cold [MIB]`` times each call alone after a copy of MIB MiB (2 by default: twice this
-machine's per-core L2, which left ``op_cost`` about as slow as in the step) has swept the
-caches: closer to what a part costs in a step. A much larger sweep (32 MiB) leaves torch's
+does not: each kernel sweeps them, and the Python that follows runs slower (timers put
+around ``op_cost`` in a transformer step, a throwaway measurement, found it two to four
+times slower than in a loop). ``--cold [MIB]`` times each call alone after a copy of MIB MiB
+(2 by default: twice this machine's per-core L2; the same throwaway timers found ``op_cost``
+about as slow after it as in the step) has swept the caches: closer to what a part costs
+in a step. A much larger sweep (32 MiB) leaves torch's
 own code colder than any step does (a plain view then takes 58 µs).
 
 Run:
