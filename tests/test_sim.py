@@ -294,3 +294,46 @@ def test_each_allocation_names_the_users_line_that_made_it(
     # allocation finds the same lines.
     monkeypatch.setattr(_state.CallSite, "user_code_frame", lambda self: _state._user_code_frame())
     assert _allocation_lines() == shared
+
+
+def test_storage_key_is_the_storage_address_without_a_storage_object() -> None:
+    """The simulator keys storages with torch._C._storage_id (no Python storage object, no
+    torch function): it must stay the same number as ``untyped_storage()._cdata``, and a
+    tensor without storage must raise the same error, in every torch this runs on."""
+    from torchplace.sim._state import storage_key
+
+    t = torch.randn(4, 4)
+    for x in (t, t[1:], t.t(), nn.Parameter(torch.ones(3)), torch.empty(2, device="meta")):
+        assert storage_key(x) == x.untyped_storage()._cdata
+    assert storage_key(t[1:]) == storage_key(t)
+    sparse = torch.eye(2).to_sparse()
+    with pytest.raises(NotImplementedError):
+        storage_key(sparse)
+    with pytest.raises(NotImplementedError):
+        sparse.untyped_storage()
+
+
+def test_host_item_skips_the_simulator_but_not_a_users_dispatch_mode() -> None:
+    """A host scalar's .item() (AdamW reads one per parameter per step) does not enter the
+    simulator's dispatch mode; a dispatch mode of the user's own still sees its op."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with simulate("H100") as report:
+        step = torch.tensor(3.0)
+        assert step.item() == 3.0 and int(step) == 3 and float(step) == 3.0
+        with Seen() as seen:
+            assert step.item() == 3.0
+        assert seen.ops == ["aten._local_scalar_dense.default"]
+        x = torch.ones(2, device="cuda").sum()
+        assert x.item() == 2.0
+    # the simulated tensor's read syncs; the host's do not
+    assert [(s["kind"], s["count"]) for s in report.syncs] == [("item", 1)]

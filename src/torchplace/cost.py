@@ -301,7 +301,13 @@ def call_tensors(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[torch
     """``tensors_in((args, kwargs))`` in one or two calls instead of three: the tensors
     of an aten call, positional arguments first."""
     found: list[torch.Tensor] = []
-    _collect(args, found)
+    for x in args:  # _collect(args, found), inline: the simulator calls this for every op
+        if isinstance(x, torch.Tensor):
+            found.append(x)
+        elif isinstance(x, (list, tuple)):
+            _collect(x, found)
+        elif isinstance(x, dict):
+            _collect(x.values(), found)
     if kwargs:
         _collect(kwargs.values(), found)
     return found
@@ -344,9 +350,10 @@ def _traffic(
     for t in inputs:
         if dtype is None and t.is_floating_point():
             dtype = t.dtype
-        if id(t) in seen:
+        key = id(t)
+        if key in seen:
             continue
-        seen.add(id(t))
+        seen.add(key)
         try:
             broadcast = 0 in t.stride()
         except RuntimeError:  # a layout without strides

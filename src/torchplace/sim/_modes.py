@@ -34,11 +34,13 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torchplace.cost import call_tensors, runs_kernel, tensors_in
 from torchplace.sim import _autocast, _comm, _rules
 from torchplace.sim._kernels import REAL_KERNELS
-from torchplace.sim._state import UNKNOWN, SimState
+from torchplace.sim._state import UNKNOWN, SimState, storage_key
 
 __all__ = ["SimDispatchMode", "SimFunctionMode", "invalid_ordinal", "placeholder_scalar"]
 
 _META = torch.device("meta")
+_tf_enabled = torch._C._is_torch_function_mode_enabled
+_STRIDED = torch.strided
 _T = torch.Tensor
 _aten = torch.ops.aten
 _GEMMS = {
@@ -101,6 +103,8 @@ class _Op:
     view: bool  # its outputs alias an input's storage: nothing new to account
     priced: bool  # runs a kernel the cost model prices (not a view or metadata op)
     func: Any  # the overload (_OPS is keyed by its id: OpOverload hashes in Python)
+    call: Callable[..., Any]  # calls it: an OpOverload's C++ operator, without the
+    # Python frame of OpOverload.__call__ (which only calls it: torch/_ops.py)
 
     @staticmethod
     def of(func: Any) -> _Op:
@@ -113,6 +117,7 @@ class _Op:
             any(a.name == "generator" for a in func._schema.arguments),
             REAL_KERNELS.get(func), _comm.collective_of(func), func in _HOST_FACTORIES,
             func.is_view, runs_kernel(func), func,
+            func._op if type(func) is torch._ops.OpOverload else func,
         )  # fmt: skip
 
 
@@ -197,7 +202,7 @@ class SimDispatchMode(TorchDispatchMode):
                 return NotImplemented
         # Reached from C++ (a storage copy, the autograd engine), the function mode may still
         # be active; below autograd only the real devices count.
-        if torch._C._is_torch_function_mode_enabled():
+        if _tf_enabled():
             with torch._C.DisableTorchFunction():
                 return self.__torch_dispatch__(func, types, args, kwargs)
         # (the rest in this function, not a call of its own: each Python call costs about a
@@ -209,7 +214,7 @@ class SimDispatchMode(TorchDispatchMode):
             op = _OPS[id(func)] = _Op.of(func)
         if op.view:  # one tensor's storage seen anew: its label is the storage's already
             if state.real:  # self._run's case for a view, inline
-                return func(*args, **kwargs)
+                return op.call(*args, **kwargs)
             return self._run(func, op, args, kwargs, None)
         leaves = call_tensors(args, kwargs)
         # id -> label of the arguments on simulated devices; whether some other is not
@@ -226,7 +231,7 @@ class SimDispatchMode(TorchDispatchMode):
                 def dev(t: torch.Tensor) -> str:
                     label = labels.get(id(t))
                     if label is None:
-                        label = state._label(t)
+                        label = state.label(t)
                     return f"cuda:{label}" if label is not None else str(t.device.type)
 
                 _rules.check(func, args, kwargs, dev)
@@ -252,7 +257,7 @@ class SimDispatchMode(TorchDispatchMode):
                 out = func(*args, **{**kwargs, "pin_memory": False})
                 state.pinned.add(out.untyped_storage())
                 return out
-            return func(*args, **kwargs)
+            return op.call(*args, **kwargs)
 
         device = state.devices[out_label]
         if labels and op.dtype_rule:
@@ -272,14 +277,14 @@ class SimDispatchMode(TorchDispatchMode):
             args, kwargs = tree_map(_scalar_to_meta, (args, kwargs))
         try:
             if state.real and op.kernel is None and not op.seeded:  # self._run's, inline
-                out = func(*args, **kwargs)
+                out = op.call(*args, **kwargs)
             else:
                 out = self._run(func, op, args, kwargs, device)
         except RuntimeError as e:
             if state.real and "can't allocate memory" in str(e):
                 self._host_allocation_failed(func, args, kwargs, out_label)
             raise
-        outs = tensors_in(out)
+        outs = [out] if isinstance(out, torch.Tensor) else tensors_in(out)
         if op.foreach and isinstance(out, (list, tuple)):
             firsts = next(a for a in args if isinstance(a, (list, tuple)))
             for t, ref in zip(out, firsts, strict=False):
@@ -288,13 +293,13 @@ class SimDispatchMode(TorchDispatchMode):
         else:
             host: Any = ()  # storages of host inputs (an output aliasing one stays there)
             if on_host:
-                host = {t.untyped_storage()._cdata for t in leaves if id(t) not in labels}
+                host = {storage_key(t) for t in leaves if id(t) not in labels}
             host_outputs = {id(out[i]) for i in op.host_outputs} if op.host_outputs else ()
             on_backing = state._on_backing
             for t in outs:
                 if id(t) in host_outputs:
                     continue  # an output the CUDA kernel makes on the host
-                if t.layout != torch.strided:
+                if t.layout is not _STRIDED:
                     raise _not_simulated_layout(t, out_label, op.name)
                 if on_backing(t):
                     storage = t.untyped_storage()
@@ -824,6 +829,11 @@ class SimFunctionMode(TorchFunctionMode):
 
     def _item(self, x: torch.Tensor) -> Any:
         if self._label(x) is None:
+            if type(x) is _T and torch._C._len_torch_dispatch_stack() == 1:
+                # A host scalar (an optimizer's step count) and no dispatch mode but this
+                # one, which has nothing to do for it: skip its op (60 a step for AdamW).
+                with torch._C._DisableTorchDispatch():
+                    return x.item()
             return x.item()
         if x.numel() != 1:
             raise RuntimeError(f"a Tensor with {x.numel()} elements cannot be converted to Scalar")

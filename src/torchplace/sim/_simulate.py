@@ -185,7 +185,9 @@ def simulate(
             for name, sub in mod.named_modules():
                 names.setdefault(id(sub), f"{root}.{name}" if name else root)
                 state.modules.add(sub)
-        state.classify(mod.parameters(recurse=False), "parameters")
+        # (its _parameters, not parameters(recurse=False): a generator of five Python calls
+        # a parameter, in every module's every forward)
+        state.classify([p for p in mod._parameters.values() if p is not None], "parameters")
         state.scopes.append(names[id(mod)])
         state.phase = "forward"
 

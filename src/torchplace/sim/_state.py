@@ -40,6 +40,7 @@ __all__ = [
     "SimState",
     "context_bytes_for",
     "is_user_file",
+    "storage_key",
     "user_frame",
 ]
 
@@ -162,6 +163,12 @@ def _user_code_frame() -> tuple[str, int, str] | None:
 
 _PLAIN_TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
 _STRIDED = torch.strided
+# A tensor's storage key, t.untyped_storage()._cdata (the StorageImpl's address), read
+# without making the storage's Python object, and not a Tensor method: no torch function
+# mode sees the call, so it needs none disabled. (Sparse and opaque tensors raise the same
+# NotImplementedError.)
+storage_key: Callable[[torch.Tensor], int] = torch._C._storage_id  # type: ignore[attr-defined]
+_tf_enabled = torch._C._is_torch_function_mode_enabled
 # file name -> is_user_file(file name): every allocation walks the stack
 _USER_FILE: dict[str, bool] = {}
 
@@ -284,7 +291,7 @@ class SimState:
     _frozen: bool = False  # CUDA_VISIBLE_DEVICES was read (at the first CUDA call)
     _current: threading.local = field(default_factory=threading.local)
     site: CallSite = field(default_factory=CallSite)
-    _pending_frees: list[int] = field(default_factory=list)
+    _pending_frees: list[_StorageRef] = field(default_factory=list)  # of dead storages
     # storage key -> the weak reference whose callback reports the storage's death
     _refs: dict[int, _StorageRef] = field(default_factory=dict)
     _emptied: dict[int, int] = field(default_factory=dict)  # resized to 0 bytes: its device
@@ -292,10 +299,10 @@ class SimState:
     _died: Callable[[_StorageRef], None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        pending = self._pending_frees
         # The weakref callback of a simulated storage: it died (any thread, any moment). No
-        # reference to self: a finished simulation's state goes without a garbage collection.
-        self._died = lambda ref: pending.append(ref.key)
+        # reference to self: a finished simulation's state goes without a garbage collection;
+        # and no Python frame (a storage dies for every one made).
+        self._died = self._pending_frees.append
 
     @classmethod
     def create(
@@ -337,13 +344,25 @@ class SimState:
     def classify(self, tensors: torch.Tensor | Iterable[torch.Tensor], kind: str) -> None:
         """Record what simulated tensors are (parameters, gradients, optimizer_state)."""
         with torch._C.DisableTorchFunction():  # called from hooks: the simulation's own reads
-            for tensor in (tensors,) if isinstance(tensors, torch.Tensor) else tensors:
-                self._classify(tensor, kind)
+            self._classify((tensors,) if isinstance(tensors, torch.Tensor) else tensors, kind)
 
-    def _classify(self, tensor: torch.Tensor, kind: str) -> None:
-        tensor = getattr(tensor, "_local_tensor", tensor)  # a DTensor: its shard
-        if self._label(tensor) is not None:
-            self.kinds[tensor.untyped_storage()._cdata] = kind
+    def _classify(self, tensors: Iterable[torch.Tensor], kind: str) -> None:
+        # (_label's common case inline: every step classifies each parameter, gradient and
+        # optimizer state anew)
+        if self._pending_frees:
+            self.sync()
+        storages, emptied, kinds = self.storages, self._emptied, self.kinds
+        for t in tensors:
+            if type(t) not in _PLAIN_TENSORS:
+                t = getattr(t, "_local_tensor", t)  # a DTensor: its shard
+                if self.label(t) is None:
+                    continue
+            try:
+                key = storage_key(t)
+            except (RuntimeError, NotImplementedError):  # no storage (sparse)
+                continue
+            if key in storages or key in emptied:
+                kinds[key] = kind
 
     def init_cuda(self) -> None:
         """Read ``CUDA_VISIBLE_DEVICES`` as CUDA does, once, at the first CUDA call: the
@@ -397,28 +416,30 @@ class SimState:
         """The simulated device index of ``t``, or None for a tensor of a real device.
 
         Callable with the simulation's function mode active (hooks, patched methods, the
-        backward pass): the real device is read with torch functions disabled.
+        backward pass): a storage's key is read by no torch function, and a subclass's real
+        device with torch functions disabled.
         """
-        if torch._C._is_torch_function_mode_enabled():
-            with torch._C.DisableTorchFunction():
-                return self._label(t)
-        return self._label(t)
-
-    def _label(self, t: torch.Tensor) -> int | None:
         if type(t) not in _PLAIN_TENSORS:  # (a plain one needs no device test: see labels_of)
             local = getattr(t, "_local_tensor", None)  # a DTensor: the device of its shard
             if local is not None:
-                return self._label(local)
-            if not self._on_backing(t) or t.layout is not _STRIDED:
+                return self.label(local)
+            if not self._backed(t):
                 return None
         if self._pending_frees:
             self.sync()  # a dead storage's address may already belong to a new one
         try:
-            key = t.untyped_storage()._cdata
+            key = storage_key(t)
         except (RuntimeError, NotImplementedError):  # no storage (sparse)
             return None
         rec = self.storages.get(key)
         return self._emptied.get(key) if rec is None else rec.device
+
+    def _backed(self, t: torch.Tensor) -> bool:
+        """Whether a tensor subclass's data is strided, on the backing device."""
+        if _tf_enabled():
+            with torch._C.DisableTorchFunction():
+                return self._backed(t)
+        return self._on_backing(t) and t.layout is _STRIDED
 
     def labels_of(self, tensors: list[torch.Tensor]) -> tuple[dict[int, int], bool]:
         """The labels of an operation's tensors by ``id`` (those on simulated devices), and
@@ -434,14 +455,14 @@ class SimState:
                 # ever registered, so any other storage's key is simply not found (two calls
                 # into torch fewer for each tensor of every operation).
                 try:
-                    key = t.untyped_storage()._cdata
+                    key = storage_key(t)
                 except (RuntimeError, NotImplementedError):  # no storage (sparse)
                     on_host = True
                     continue
                 rec = storages.get(key)
                 label = rec.device if rec is not None else emptied.get(key)
             else:
-                label = self._label(t)
+                label = self.label(t)
             if label is None:
                 on_host = True
             else:
@@ -480,7 +501,10 @@ class SimState:
                 nbytes = storage.nbytes()
             self.initialized = True
             dev = self.devices[device]
-            handle = self._malloc(dev, nbytes)
+            try:  # self._malloc, inline
+                handle = dev.allocator.malloc(nbytes)
+            except AllocatorOOM as e:
+                raise self._out_of_memory(dev, e) from None
             if self.real:
                 self.host_bytes += nbytes
                 if self.host_limit is not None and self.host_bytes > self.host_limit:
@@ -488,8 +512,17 @@ class SimState:
             scope = self.scopes[-1] if self.scopes else None
             estimate = dev.estimate  # self.clock(device), inline
             time = estimate.seconds if estimate is not None else 0.0
+            site = self.site.frame  # self.site.user_code_frame(), its common case inline
+            if site is UNKNOWN or site is OUTSIDE:
+                site = self.site.user_code_frame()
             index = self.trace.alloc(
-                dev.index, nbytes, handle, time, self.phase, scope, self.site.user_code_frame()
+                dev.index,
+                nbytes,
+                handle,
+                time,
+                self.phase,
+                scope,
+                site,  # type: ignore[arg-type]
             )
             self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope, index)
             if self.category_override is not None:
@@ -497,7 +530,7 @@ class SimState:
             if finalize:
                 ref = self._refs[key] = _StorageRef(storage, self._died)
                 ref.key = key
-            if dev.allocator.allocated_bytes > dev.peak_allocated:
+            if dev.allocator._allocated > dev.peak_allocated:  # (allocated_bytes, inline)
                 self._after_alloc(dev)
 
     def resize_storage(self, storage: Any, device: int, nbytes: int) -> None:
@@ -534,19 +567,23 @@ class SimState:
 
     def _malloc(self, dev: SimDevice, nbytes: int) -> int:
         try:
-            handle = dev.allocator.malloc(nbytes)
+            return dev.allocator.malloc(nbytes)
         except AllocatorOOM as e:
-            where = user_frame()
-            self.trace.oom(dev.index, int(e.requested), _user_code_frame())
-            self.oom = {
-                "device": dev.index,
-                "requested_bytes": int(e.requested),
-                "file": where[0] if where else None,
-                "line": where[1] if where else None,
-                "message": e.message(dev.index),
-            }
-            raise torch.OutOfMemoryError(e.message(dev.index)) from None
-        return handle
+            raise self._out_of_memory(dev, e) from None
+
+    def _out_of_memory(self, dev: SimDevice, e: AllocatorOOM) -> torch.OutOfMemoryError:
+        """Record the simulated GPU's out-of-memory error (the report's, the trace's), and
+        return the error CUDA raises."""
+        where = user_frame()
+        self.trace.oom(dev.index, int(e.requested), _user_code_frame())
+        self.oom = {
+            "device": dev.index,
+            "requested_bytes": int(e.requested),
+            "file": where[0] if where else None,
+            "line": where[1] if where else None,
+            "message": e.message(dev.index),
+        }
+        return torch.OutOfMemoryError(e.message(dev.index))
 
     def ensure_cublas_workspace(self, device: int) -> None:
         """cuBLAS allocates its workspace through the caching allocator at the first GEMM."""
@@ -645,7 +682,7 @@ class SimState:
 
     def _drain(self) -> None:
         while self._pending_frees:
-            key = self._pending_frees.pop()
+            key = self._pending_frees.pop().key
             self._refs.pop(key, None)
             self._free_key(key)
 
@@ -679,13 +716,10 @@ class SimState:
         params = [p for m in list(self.modules) for p in m.parameters(recurse=False)]
         opts = list(self.optimizers)
         params += [p for opt in opts for group in opt.param_groups for p in group["params"]]
-        for p in params:
-            self._classify(p, "parameters")
-            if p.grad is not None:
-                self._classify(p.grad, "gradients")
+        self._classify(params, "parameters")
+        self._classify([p.grad for p in params if p.grad is not None], "gradients")
         for m in list(self.modules):
-            for full in _fsdp_unsharded(m):
-                self._classify(full, "unsharded_parameters")
+            self._classify(_fsdp_unsharded(m), "unsharded_parameters")
         for opt in opts:
             self._classify_state(opt)
 
@@ -696,10 +730,10 @@ class SimState:
             self._classify_state(optimizer)
 
     def _classify_state(self, optimizer: torch.optim.Optimizer) -> None:
-        for values in optimizer.state.values():
-            for v in values.values():
-                if isinstance(v, torch.Tensor) and v.dim() > 0:
-                    self._classify(v, "optimizer_state")
+        states = [v for values in optimizer.state.values() for v in values.values()]
+        self._classify(
+            [v for v in states if isinstance(v, torch.Tensor) and v.dim() > 0], "optimizer_state"
+        )
 
     def _snapshot(self, dev: SimDevice) -> None:
         dev.snapshot_at = dev.allocated
