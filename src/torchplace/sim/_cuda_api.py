@@ -510,17 +510,14 @@ def _group_by_device(state: SimState) -> Callable[..., Any]:
     foreach and fused optimizers, ``clip_grad_norm_`` and ``GradScaler`` see it on CUDA."""
     real = torch._C._group_tensors_by_device_and_dtype
 
-    def device_of(t: torch.Tensor) -> torch.device:
-        label = state.label(t)
-        return t.device if label is None else torch.device("cuda", label)
-
     def group(tensorlistlist: list[list[Any]], with_indices: bool = False) -> dict[Any, Any]:
         first = tensorlistlist[0]
-        if all(state.label(t) is None for t in first if t is not None):
+        labels = [None if t is None else state.label(t) for t in first]
+        if all(label is None for label in labels):
             return real(tensorlistlist, with_indices)
         out: dict[Any, Any] = {}
-        for i, t in enumerate(first):
-            key = (device_of(t), t.dtype)
+        for i, (t, label) in enumerate(zip(first, labels, strict=True)):
+            key = (t.device if label is None else _REAL_DEVICE("cuda", label), t.dtype)
             lists, indices = out.setdefault(key, ([[] for _ in tensorlistlist], []))
             for lst, src in zip(lists, tensorlistlist, strict=True):
                 if src:

@@ -64,17 +64,19 @@ _SYNC_OPS = {
     "aten::equal", "aten::is_nonzero", "aten::bincount", "aten::one_hot",
     "aten::repeat_interleave",
 }  # fmt: skip
-#: Reads of tensor metadata, and property reads (``t.shape``, ``t.grad``, ``t.T``: views are
-#: labelled below autograd): they make no tensor on a device and no device rule applies to
-#: them, so the function mode passes them straight through (the simulated device itself is
-#: answered by handlers, looked up first). A training step makes thousands of them.
+#: Reads of tensor metadata, property reads and writes (``t.shape``, ``t.T``: views are
+#: labelled below autograd; ``p.grad = None``) and ``torch.device(...)``: they make no tensor
+#: on a device and no device rule applies to them, so the function mode passes them straight
+#: through (the simulated device itself is answered by handlers, looked up first). A
+#: training step makes thousands of them.
 _PLAIN = frozenset(
     getattr(torch.Tensor, name)
     for name in (
         "dim", "size", "stride", "numel", "nelement", "element_size", "storage_offset",
         "untyped_storage", "is_complex", "is_floating_point", "is_contiguous",
     )
-) | {torch.is_complex, torch.is_floating_point}  # fmt: skip
+) | {torch.is_complex, torch.is_floating_point, torch.device}  # fmt: skip
+_PROPERTY_ACCESS = frozenset(("__get__", "__set__"))
 _METHOD_WRAPPER = type(vars(torch._C.TensorBase)["shape"].__get__)
 _SEEDED = torch.Tag.nondeterministic_seeded
 _DYNAMIC = torch.Tag.dynamic_output_shape
@@ -632,7 +634,7 @@ class SimFunctionMode(TorchFunctionMode):
         handler = self._handlers.get(func)
         if handler is not None:
             return handler(*args, **kwargs)
-        if func in _PLAIN or (type(func) is _METHOD_WRAPPER and func.__name__ == "__get__"):
+        if func in _PLAIN or (type(func) is _METHOD_WRAPPER and func.__name__ in _PROPERTY_ACCESS):
             return func(*args, **kwargs)
         device = kwargs.get("device")
         if device is None and func in self.constructors:
