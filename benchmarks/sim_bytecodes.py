@@ -1,4 +1,4 @@
-"""The simulator's own work per training step, counted in Python bytecodes.
+"""The simulator's own work per training step, counted in Python bytecodes and calls.
 
 ``bench_real_values.py`` times a real-values step against the plain one; on a shared
 machine those timings drift by 10-20 % between runs, more than most changes to the
@@ -12,6 +12,12 @@ Bytecodes are not time, not even Python's: a specialised attribute update (a few
 like a call into torch (a few hundred ns), and a change that removed 15 % of the count saved
 far less time. The counts show where the simulator's Python runs; ``sim_op_costs.py`` times what
 each part of it costs (``--cold``: with the caches swept, as after a kernel in a step).
+
+A second table counts calls (``sys.setprofile``): Python functions entered, and C functions
+(builtins, torch's C API) called from Python, in all and from the simulator's own code. In a
+training step each kernel leaves the CPU's caches cold, and what an operation costs the
+simulator then follows its calls more closely than its bytecodes: each is a jump to code
+and data the kernel has evicted.
 
 Run:
     .venv/bin/python benchmarks/sim_bytecodes.py [--models cnn transformer] [--steps 2]
@@ -51,6 +57,36 @@ def count_step(model_name: str, simulated: bool, steps: int) -> Counter[CodeType
         frame.f_trace_opcodes = True
         return on_opcode
 
+    _run(model_name, simulated, steps, lambda: sys.settrace(on_call), lambda: sys.settrace(None))
+    return counts
+
+
+def count_calls(model_name: str, simulated: bool, steps: int) -> Counter[str]:
+    """Over ``steps`` steps (after 3 warm-up): Python functions entered (``"python"``), C
+    functions called from Python (``"c"``), and of each those made by torchplace's code
+    (``"python torchplace"``, ``"c from torchplace"``)."""
+    counts: Counter[str] = Counter()
+    ours: dict[CodeType, bool] = {}
+
+    def on_event(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" or event == "c_call":
+            kind = "python" if event == "call" else "c"
+            counts[kind] += 1
+            code = frame.f_code
+            mine = ours.get(code)
+            if mine is None:
+                mine = ours[code] = _owner(code) == "torchplace"
+            if mine:
+                counts["python torchplace" if kind == "python" else "c from torchplace"] += 1
+
+    _run(
+        model_name, simulated, steps, lambda: sys.setprofile(on_event), lambda: sys.setprofile(None)
+    )
+    return counts
+
+
+def _run(model_name: str, simulated: bool, steps: int, start: Any, stop: Any) -> None:
+    """``steps`` training steps (after 3 warm-up) between ``start()`` and ``stop()``."""
     torch.manual_seed(0)
     context: AbstractContextManager[Any] = (
         simulate("H100", values="real") if simulated else nullcontext()
@@ -62,13 +98,12 @@ def count_step(model_name: str, simulated: bool, steps: int) -> Counter[CodeType
         step = training_step(model, x, y, loss_fn)
         for _ in range(3):
             step()
-        sys.settrace(on_call)
+        start()
         try:
             for _ in range(steps):
                 step()
         finally:
-            sys.settrace(None)
-    return counts
+            stop()
 
 
 def _owner(code: CodeType) -> str:
@@ -100,6 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         ours, theirs = by_owner["torchplace"] / args.steps, by_owner["torch"] / args.steps
         print(f"{name:<15} {plain:>9,.0f} {total:>10,.0f} {ours:>11,.0f} {theirs:>9,.0f}")
         tops[name] = counts
+    print("\nCalls per training step: Python functions entered, C functions called from Python")
+    print(f"{'model':<15} {'plain':>16} {'simulated':>16} {'torchplace':>16}")
+    print(f"{'':<15} {'python':>7} {'C':>8} {'python':>7} {'C':>8} {'python':>7} {'C':>8}")
+    for name in args.models:
+        plain, sim = (count_calls(name, s, args.steps) for s in (False, True))
+        cells = [c[k] / args.steps for c, k in
+                 ((plain, "python"), (plain, "c"), (sim, "python"), (sim, "c"),
+                  (sim, "python torchplace"), (sim, "c from torchplace"))]  # fmt: skip
+        widths = (7, 8) * 3
+        print(f"{name:<15}" + "".join(f" {v:>{w},.0f}" for v, w in zip(cells, widths, strict=True)))
     for name, counts in tops.items() if args.top else ():
         print(f"\n{name}: the {args.top} functions that execute the most bytecodes per step")
         for code, n in counts.most_common(args.top):

@@ -628,7 +628,7 @@ class CachingAllocatorModel:
             remaining.size = remaining_size
             self._blocks[block.address] = block
             self._blocks[remaining.address] = remaining
-            pool.insert(remaining)
+            insort(pool.keys, (remaining.stream, remaining.size, remaining.address))
             if already_split:
                 split_bytes = -size
             else:
@@ -655,7 +655,7 @@ class CachingAllocatorModel:
                 net_blocks -= 1
                 net_bytes -= self._try_merge_blocks(block, candidate, pool)
         block.requested = 0
-        pool.insert(block)
+        insort(pool.keys, (block.stream, block.size, block.address))
         if block.prev is not None or block.next is not None:
             net_blocks += 1
             net_bytes += block.size
@@ -776,10 +776,8 @@ class _Pool:
 
     def __init__(self, *, small: bool) -> None:
         self.small = small
-        self.keys: list[tuple[int, int, int]] = []  # (stream, size, address)
-
-    def insert(self, block: _Block) -> None:
-        insort(self.keys, (block.stream, block.size, block.address))
+        # (stream, size, address) of each free block; a block goes in with insort
+        self.keys: list[tuple[int, int, int]] = []
 
     def remove(self, block: _Block) -> None:
         key = (block.stream, block.size, block.address)
