@@ -301,13 +301,7 @@ def call_tensors(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[torch
     """``tensors_in((args, kwargs))`` in one or two calls instead of three: the tensors
     of an aten call, positional arguments first."""
     found: list[torch.Tensor] = []
-    for x in args:  # _collect(args, found), inline: the simulator calls this for every op
-        if isinstance(x, torch.Tensor):
-            found.append(x)
-        elif isinstance(x, (list, tuple)):
-            _collect(x, found)
-        elif isinstance(x, dict):
-            _collect(x.values(), found)
+    _collect(args, found)
     if kwargs:
         _collect(kwargs.values(), found)
     return found

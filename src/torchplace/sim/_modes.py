@@ -40,7 +40,6 @@ __all__ = ["SimDispatchMode", "SimFunctionMode", "invalid_ordinal", "placeholder
 
 _META = torch.device("meta")
 _tf_enabled = torch._C._is_torch_function_mode_enabled
-_STRIDED = torch.strided
 _T = torch.Tensor
 _aten = torch.ops.aten
 _GEMMS = {
@@ -301,7 +300,7 @@ class SimDispatchMode(TorchDispatchMode):
             for t in outs:
                 if id(t) in host_outputs:
                     continue  # an output the CUDA kernel makes on the host
-                if t.layout is not _STRIDED:
+                if t.layout != torch.strided:
                     raise _not_simulated_layout(t, out_label, op.name)
                 if on_backing(t):
                     storage = t.untyped_storage()

@@ -347,22 +347,10 @@ class SimState:
             self._classify((tensors,) if isinstance(tensors, torch.Tensor) else tensors, kind)
 
     def _classify(self, tensors: Iterable[torch.Tensor], kind: str) -> None:
-        # (_label's common case inline: every step classifies each parameter, gradient and
-        # optimizer state anew)
-        if self._pending_frees:
-            self.sync()
-        storages, emptied, kinds = self.storages, self._emptied, self.kinds
         for t in tensors:
-            if type(t) not in _PLAIN_TENSORS:
-                t = getattr(t, "_local_tensor", t)  # a DTensor: its shard
-                if self.label(t) is None:
-                    continue
-            try:
-                key = storage_key(t)
-            except (RuntimeError, NotImplementedError):  # no storage (sparse)
-                continue
-            if key in storages or key in emptied:
-                kinds[key] = kind
+            t = getattr(t, "_local_tensor", t)  # a DTensor: its shard
+            if self.label(t) is not None:
+                self.kinds[storage_key(t)] = kind
 
     def init_cuda(self) -> None:
         """Read ``CUDA_VISIBLE_DEVICES`` as CUDA does, once, at the first CUDA call: the
@@ -501,10 +489,7 @@ class SimState:
                 nbytes = storage.nbytes()
             self.initialized = True
             dev = self.devices[device]
-            try:  # self._malloc, inline
-                handle = dev.allocator.malloc(nbytes)
-            except AllocatorOOM as e:
-                raise self._out_of_memory(dev, e) from None
+            handle = self._malloc(dev, nbytes)
             if self.real:
                 self.host_bytes += nbytes
                 if self.host_limit is not None and self.host_bytes > self.host_limit:
@@ -512,17 +497,8 @@ class SimState:
             scope = self.scopes[-1] if self.scopes else None
             estimate = dev.estimate  # self.clock(device), inline
             time = estimate.seconds if estimate is not None else 0.0
-            site = self.site.frame  # self.site.user_code_frame(), its common case inline
-            if site is UNKNOWN or site is OUTSIDE:
-                site = self.site.user_code_frame()
             index = self.trace.alloc(
-                dev.index,
-                nbytes,
-                handle,
-                time,
-                self.phase,
-                scope,
-                site,  # type: ignore[arg-type]
+                dev.index, nbytes, handle, time, self.phase, scope, self.site.user_code_frame()
             )
             self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope, index)
             if self.category_override is not None:
@@ -530,7 +506,7 @@ class SimState:
             if finalize:
                 ref = self._refs[key] = _StorageRef(storage, self._died)
                 ref.key = key
-            if dev.allocator._allocated > dev.peak_allocated:  # (allocated_bytes, inline)
+            if dev.allocator.allocated_bytes > dev.peak_allocated:
                 self._after_alloc(dev)
 
     def resize_storage(self, storage: Any, device: int, nbytes: int) -> None:
@@ -567,23 +543,19 @@ class SimState:
 
     def _malloc(self, dev: SimDevice, nbytes: int) -> int:
         try:
-            return dev.allocator.malloc(nbytes)
+            handle = dev.allocator.malloc(nbytes)
         except AllocatorOOM as e:
-            raise self._out_of_memory(dev, e) from None
-
-    def _out_of_memory(self, dev: SimDevice, e: AllocatorOOM) -> torch.OutOfMemoryError:
-        """Record the simulated GPU's out-of-memory error (the report's, the trace's), and
-        return the error CUDA raises."""
-        where = user_frame()
-        self.trace.oom(dev.index, int(e.requested), _user_code_frame())
-        self.oom = {
-            "device": dev.index,
-            "requested_bytes": int(e.requested),
-            "file": where[0] if where else None,
-            "line": where[1] if where else None,
-            "message": e.message(dev.index),
-        }
-        return torch.OutOfMemoryError(e.message(dev.index))
+            where = user_frame()
+            self.trace.oom(dev.index, int(e.requested), _user_code_frame())
+            self.oom = {
+                "device": dev.index,
+                "requested_bytes": int(e.requested),
+                "file": where[0] if where else None,
+                "line": where[1] if where else None,
+                "message": e.message(dev.index),
+            }
+            raise torch.OutOfMemoryError(e.message(dev.index)) from None
+        return handle
 
     def ensure_cublas_workspace(self, device: int) -> None:
         """cuBLAS allocates its workspace through the caching allocator at the first GEMM."""
