@@ -80,21 +80,28 @@ class _GeneratorMeta(type(torch._C.Generator)):  # type: ignore[misc]
 
 
 class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
-    """``torch.Generator(device="cuda")``: a CPU generator that reports a simulated device."""
+    """``torch.Generator(device="cuda")``: a CPU generator that reports a simulated device.
+
+    Its device keeps the index it was given: ``Generator("cuda").device`` is ``cuda``, not
+    ``cuda:0`` (torch/csrc/Generator.cpp makes ``CUDAGeneratorImpl(device.index())``, whose
+    device index stays -1; pytorch/pytorch#58545). It draws on the current device's.
+    """
 
     _label: int | None = None
+    _indexed = True
 
     def __new__(cls, device: Any = "cpu") -> SimGenerator:
         return super().__new__(cls, device="cpu")  # type: ignore[call-arg]
 
     def __init__(self, device: Any = "cpu") -> None:
         self._label = _resolve_generator_device(device)
+        self._indexed = isinstance(device, int) or torch.device(device).index is not None
 
     @property
     def device(self) -> torch.device:  # type: ignore[override]
         if self._label is None:
             return torch.device("cpu")
-        return torch.device("cuda", self._label)
+        return torch.device("cuda", self._label) if self._indexed else torch.device("cuda")
 
 
 _resolve_generator_device: Callable[[Any], int | None] = lambda device: None  # noqa: E731
@@ -106,25 +113,18 @@ def generator_label(gen: Any) -> int | None:
 
 
 class _NVTX:
-    """NVTX ranges without a driver: the depth bookkeeping ``torch.cuda.nvtx`` returns."""
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.next_id = 1
+    """NVTX as a script sees it when no profiler (Nsight Systems) is attached: push and pop
+    return NVTX_NO_PUSH_POP_TRACKING (-2) and range_start returns 0 (nvtx3's
+    nvToolsExt.h implementation: the calls with no tool's callback installed)."""
 
     def rangePushA(self, msg: str) -> int:
-        self.depth += 1
-        return self.depth - 1
+        return -2
 
     def rangePop(self) -> int:
-        if self.depth == 0:
-            return -1
-        self.depth -= 1
-        return self.depth
+        return -2
 
     def rangeStartA(self, msg: str) -> int:
-        self.next_id += 1
-        return self.next_id - 1
+        return 0
 
     def rangeEnd(self, range_id: int) -> None: ...
     def markA(self, msg: str) -> None: ...
@@ -561,7 +561,7 @@ def patched_torch(
     global _resolve_generator_device
     for d in state.devices:
         d.generator = SimGenerator()
-        d.generator._label = d.index
+        d.generator._label, d.generator._indexed = d.index, True
         d.generator.manual_seed(_DEFAULT_SEED)
     cuda_api, capi = _api(state, fmode)
     patches: list[tuple[Any, str, Any]] = [(torch.cuda, k, v) for k, v in cuda_api.items()]

@@ -259,21 +259,152 @@ def tensor_type(t: torch.Tensor, dev: Dev) -> str:
     return _type_name(t, dev)
 
 
+#: The kernel each convolution backend calls once the input's device has chosen it
+#: (Convolution.cpp _convolution and _convolution_nogroup_backend): a device mismatch is
+#: then caught by that kernel's generated CUDA wrapper (input, weight, kernel size, bias).
+_CONV_KERNELS = {
+    "Slow2d": "_slow_conv2d_forward",
+    "SlowDilated2d": "slow_conv_dilated2d",
+    "SlowDilated3d": "slow_conv_dilated3d",
+    "SlowTranspose2d": "slow_conv_transpose2d",
+    "SlowTranspose3d": "slow_conv_transpose3d",
+    "Slow3d": "slow_conv3d_forward",
+    "CudaDepthwise2d": "_conv_depthwise2d",
+    "CudaDepthwise3d": "conv_depthwise3d",
+}
+
+
 def _convolution(args: Any, dev: Dev) -> None:
-    """Convolution.cpp check_input_same_type_as_parameters: input, weight and bias must have
-    the same type (device and dtype). On the CPU backend the message adds the MKLDNN hint."""
+    """Convolution.cpp ``_convolution``: the backend ``_select_conv_backend`` picks decides
+    which check meets a mixed-device (or mixed-dtype) call.
+
+    - cuDNN (a CUDA input): ``check_input_same_type_as_parameters`` — same device *type* and
+      dtype ("Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should
+      be the same"); two CUDA devices then meet ``cudnn_convolution``'s wrapper check.
+    - MKLDNN (a CPU input it suits): the same check with the MKLDNN hint.
+    - Every other backend (the CPU's slow kernels for small inputs, CUDA's depthwise
+      kernels): no type check; the kernel, dispatched to CUDA by the CUDA weight, checks
+      devices in its generated wrapper ("... got weight is on cuda:0, different from other
+      tensors on cpu (when checking argument in method wrapper_CUDA___slow_conv2d_forward)").
+
+    A CPU input's backend is torch's own choice (``torch._C._select_conv_backend``, the
+    running version's heuristics); a simulated CUDA input's follows the CUDA branches of the
+    same function, ported below.
+    """
     inp, weight = args[0], args[1]
-    bias = args[2] if len(args) > 2 else None
-    hint = " or input should be a MKLDNN tensor and weight is a dense tensor"
-    for name, other in (("weight", weight), ("bias", bias)):
-        if not isinstance(other, torch.Tensor):
-            continue
-        if dev(inp) != dev(other) or inp.dtype != other.dtype:
-            suffix = hint.replace("weight", name) if dev(inp) == "cpu" else ""
-            raise RuntimeError(
-                f"Input type ({_type_name(inp, dev)}) and {name} type "
-                f"({_type_name(other, dev)}) should be the same{suffix}"
-            )
+    bias = args[2] if len(args) > 2 and isinstance(args[2], torch.Tensor) else None
+    params = [p for p in (weight, bias) if p is not None]
+    if all(dev(p) == dev(inp) and p.dtype == inp.dtype for p in params):
+        return
+    stride, padding, dilation, transposed, output_padding, groups = args[3:9]
+    if dev(inp) == "cpu":
+        backend = torch._C._select_conv_backend(
+            inp, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+        ).name
+    else:
+        cudnn = bool(args[11]) if len(args) > 11 else torch.backends.cudnn.enabled
+        backend = _cuda_conv_backend(inp, weight, stride, dilation, transposed, groups, cudnn)
+    if backend in ("Mkldnn", "Cudnn", "CudnnTranspose"):
+        hint = " or input should be a MKLDNN tensor and {} is a dense tensor"
+        for name, p in (("weight", weight), ("bias", bias)):
+            if p is not None and (_device_type(p, dev), p.dtype) != (
+                _device_type(inp, dev),
+                inp.dtype,
+            ):
+                raise RuntimeError(
+                    f"Input type ({_type_name(inp, dev)}) and {name} type "
+                    f"({_type_name(p, dev)}) should be the same"
+                    + (hint.format(name) if backend == "Mkldnn" else "")
+                )
+        if backend != "Mkldnn":  # cudnn_convolution(input, weight), then output.add_(bias)
+            _exact(torch.ops.aten.cudnn_convolution.default, (inp, weight), {}, dev, False)
+            if bias is not None:
+                _iterator([(inp, True), (bias, False)], dev)
+    elif backend in _CONV_KERNELS:
+        kernel = getattr(torch.ops.aten, _CONV_KERNELS[backend]).default
+        kernel_size = list(weight.shape[2:])
+        _exact(kernel, (inp, weight, kernel_size, bias), {}, dev, op_rule(kernel).structured)
+    elif backend == "Empty" and (dev(inp) == "cpu" or inp.size(1) == 0):
+        # input * weight.view(-1)[0] (or input.view(-1) * weight.view(-1)): TensorIterator
+        _iterator([(inp, False), (weight, False)], dev)
+
+
+def _device_type(t: torch.Tensor, dev: Dev) -> str:
+    return dev(t).split(":", 1)[0]
+
+
+def _cuda_conv_backend(
+    inp: torch.Tensor,
+    weight: torch.Tensor,
+    stride: list[int],
+    dilation: list[int],
+    transposed: bool,
+    groups: int,
+    cudnn: bool,
+) -> str:
+    """``_select_conv_backend``'s branches for a CUDA input (Convolution.cpp; MIOpen, MPS
+    and 64-bit indexing left out): empty inputs, the depthwise kernels (cuDNN's only for the
+    fp16 workloads ``use_cudnn_depthwise`` lists), cuDNN when enabled, else the slow ones."""
+    nd = 4 if inp.dim() == 3 else inp.dim()  # 1-d convolutions run as 2-d
+    dilated = any(d != 1 for d in dilation)
+    if inp.size(0) == 0 or inp.size(1) == 0:
+        return "Empty"
+    if (
+        not transposed
+        and nd in (4, 5)
+        and groups > 1
+        and inp.size(1) == groups
+        and weight.size(0) % inp.size(1) == 0
+    ):
+        if cudnn and _cudnn_depthwise(inp, weight, stride, dilated):
+            return "Cudnn"
+        return "CudaDepthwise2d" if nd == 4 else "CudaDepthwise3d"
+    if cudnn:
+        return "CudnnTranspose" if transposed else "Cudnn"
+    if transposed:
+        return f"SlowTranspose{nd - 2}d"
+    return "SlowDilated3d" if nd == 5 else ("SlowDilated2d" if dilated else "Slow2d")
+
+
+def _cudnn_depthwise(
+    inp: torch.Tensor, weight: torch.Tensor, stride: list[int], dilated: bool
+) -> bool:
+    """Convolution.cpp ``use_cudnn_depthwise`` with
+    ``check_cudnn_depthwise_workload_with_filter`` (cuDNN >= 8.2): channels-last always;
+    else fp16, 4-d, undilated, square stride, at least 32 channels, a square 1/3/5 filter."""
+    channels_last = torch.channels_last
+    if inp.is_contiguous(memory_format=channels_last) and not inp.is_contiguous():
+        return True
+    if (
+        weight.dim() == 4
+        and weight.is_contiguous(memory_format=channels_last)
+        and not (weight.is_contiguous())
+    ):
+        return True
+    s = stride[-1] if stride else 1
+    if not (
+        inp.dtype == weight.dtype == torch.float16
+        and inp.dim() == 4
+        and not dilated
+        and (stride[0] == s or inp.size(2) == 1)
+        and inp.size(1) >= 32
+    ):
+        return False
+    if inp.size(2) == 1 and s == 1:
+        return True
+    f = weight.size(3)
+    if weight.size(2) != f or f not in (1, 3, 5) or inp.size(3) < 7:
+        return False
+    if s == 1:
+        return True
+    if s != 2:
+        return False
+    w, ch, bs = inp.size(3), inp.size(1), inp.size(0)
+    if bs == 1:
+        return (f == 1 and w <= 28) or f in (3, 5)
+    return (f == 1 and bs <= 16 and ch >= 128 and w <= 7) or (
+        f in (3, 5) and (ch >= 512 or (ch >= 256 and w >= 28))
+    )
 
 
 def _index_put(args: Any, kwargs: Any, dev: Dev) -> None:
