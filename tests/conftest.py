@@ -9,9 +9,22 @@ so with ``@pytest.mark.gpu(simulated=False, reason="why")`` and skips without a 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 SIMULATED_GPU = "H100"
+
+# pip's entry point registers torchplace's plugin (before this file is read); a checkout that
+# is only on PYTHONPATH has no entry point, so the plugin is registered here — else the
+# ``sim_gpu`` marker would do nothing and such a test would run on whatever GPU exists.
+if "torchplace.pytest_plugin" not in sys.modules:
+    pytest_plugins = ["torchplace.pytest_plugin"]
+
+
+def _has_plugin(config: pytest.Config) -> bool:
+    manager = config.pluginmanager
+    return bool(manager.has_plugin("torchplace") or manager.has_plugin("torchplace.pytest_plugin"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -19,7 +32,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     if torch.cuda.is_available():  # a real GPU, or --sim-gpu for the whole session
         return
-    plugin = config.pluginmanager.has_plugin("torchplace")
+    plugin = _has_plugin(config)
     for item in items:
         marker = item.get_closest_marker("gpu")
         if marker is None or item.get_closest_marker("sim_gpu") is not None:

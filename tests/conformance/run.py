@@ -22,6 +22,15 @@ the simulator's JSON report must say (read here with ``ast.literal_eval``, never
 - ``notes``: regexes, each matching a note of the report.
 - ``peak_allocated``: ``{device: bytes}``.
 - ``processes``: how many child processes the report lists, each without an error.
+- ``needs``: what a real machine must have for ``--gpu-run`` (and benchmarks/gpu_diff.py)
+  to run the case: ``{"gpus": N, "gpu": NAME or [NAMES], "capability": [major, minor]}``.
+  Without it a case needs its ``gpus`` and, when it names a ``gpu``, that card (its claims
+  are that card's). Elsewhere it is skipped with the reason, not failed.
+
+``--gpu-run`` runs each case as a plain script through record.py, which records the
+uncaught error with the case's line it passed through last (errors raised inside torch
+included), then checks ``exit`` and ``error`` as for a simulation; each case sees as many
+GPUs as it needs (``CUDA_VISIBLE_DEVICES``), as its simulation does.
 
 Usage: ``python tests/conformance/run.py [--python PATH] [--gpu-run] [-k NAME]`` prints
 one line per case and the count; ``tests/test_conformance.py`` runs the same checks.
@@ -33,17 +42,21 @@ import argparse
 import ast
 import atexit
 import functools
+import itertools
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 CASES = Path(__file__).parent / "cases"
+RECORDER = Path(__file__).parent / "record.py"
+RECORD_ENV = "TORCHPLACE_RECORD"  # record.py writes its JSON there
 _ENV_DROP = ("TORCHPLACE_DEVICE", "COLUMNS", "CUDA_VISIBLE_DEVICES")
 
 
@@ -59,6 +72,85 @@ class Case:
     @property
     def modes(self) -> list[str]:
         return list(self.expect.get("values", ["real", "placeholder"]))
+
+    @property
+    def needs(self) -> dict[str, Any]:
+        """What a real machine must have to run the case (the ``needs`` key, see above)."""
+        e = self.expect
+        gpus = max([e.get("gpus", 1)] + [int(n) for n in _option(e, "--nproc-per-node")])
+        if "needs" in e:
+            return {"gpus": gpus, **e["needs"]}
+        return {"gpus": gpus, **({"gpu": e["gpu"]} if "gpu" in e else {})}
+
+
+def _option(expect: dict[str, Any], flag: str) -> list[str]:
+    """The values a ``torchplace sim`` option takes in ``expect["options"]``."""
+    options = expect.get("options", [])
+    return [v for k, v in itertools.pairwise(options) if k == flag]
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The CUDA GPUs a real run sees: each one's name and compute capability."""
+
+    names: tuple[str, ...]
+    capabilities: tuple[tuple[int, int], ...]
+    visible: tuple[str, ...] = ()  # CUDA_VISIBLE_DEVICES of the harness, split
+
+    def visible_devices(self, n: int) -> str:
+        """CUDA_VISIBLE_DEVICES for a run that should see the first ``n`` of them."""
+        ids = list(self.visible) or [str(i) for i in range(len(self.names))]
+        return ",".join(ids[:n])
+
+
+_PROBE = (
+    "import json, torch\n"
+    "n = torch.cuda.device_count() if torch.cuda.is_available() else 0\n"
+    "print(json.dumps([[torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i)]"
+    " for i in range(n)]))"
+)
+
+
+def machine(python: str = sys.executable) -> Machine:
+    """The real GPUs ``python`` sees (the one hardware query; tests patch it)."""
+    r = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError(f"could not ask {python} for its GPUs: {r.stderr[-2000:]}")
+    found = json.loads(r.stdout.strip().splitlines()[-1])
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return Machine(
+        names=tuple(name for name, _ in found),
+        capabilities=tuple((int(cc[0]), int(cc[1])) for _, cc in found),
+        visible=tuple(v.strip() for v in visible.split(",") if v.strip()),
+    )
+
+
+def skip_reason(case: Case, on: Machine) -> str | None:
+    """Why ``case`` cannot run as a plain script on ``on`` (None when it can)."""
+    from torchplace import catalog
+
+    if case.expect.get("sim_only"):
+        return "checks the simulator itself"
+    needs = case.needs
+    if len(on.names) < needs["gpus"]:
+        return f"needs {needs['gpus']} GPUs; this machine has {len(on.names)}"
+    cards = needs.get("gpu", [])
+    cards = [cards] if isinstance(cards, str) else cards
+    if cards:
+        keys = {catalog.lookup(c).key for c in cards}
+        try:
+            here = catalog.lookup(on.names[0]).key
+        except ValueError:
+            here = None
+        if here not in keys:
+            return f"written for {' or '.join(cards)}; this machine has {on.names[0]}"
+    capability = tuple(needs.get("capability", (0, 0)))
+    if on.capabilities[0] < capability:
+        return (
+            f"needs compute capability {capability[0]}.{capability[1]}; this machine's is "
+            f"{on.capabilities[0][0]}.{on.capabilities[0][1]}"
+        )
+    return None
 
 
 def load(path: Path, *, source: bool = True) -> Case:
@@ -95,19 +187,27 @@ def cases(pattern: str = "") -> list[Case]:
 
 
 def simulate(
-    case: Case, values: str, python: str = sys.executable
+    case: Case,
+    values: str,
+    python: str = sys.executable,
+    *,
+    gpu: str | None = None,
+    record: Path | None = None,
 ) -> tuple[int, dict[str, Any], str]:
-    """Run ``case`` under ``torchplace sim --json``: (exit code, report, stderr)."""
+    """Run ``case`` under ``torchplace sim --json``: (exit code, report, stderr); ``gpu``
+    replaces the case's card; ``record``: through record.py, which writes there."""
     e = case.expect
     cmd = [python, "-m", "torchplace", "sim", "--json", "--values", values, "--timeout", "240"]
-    if "gpu" in e:
-        cmd += ["--gpu", e["gpu"]]
+    if gpu or "gpu" in e:
+        cmd += ["--gpu", gpu or e["gpu"]]
     if "gpus" in e:
         cmd += ["--gpus", str(e["gpus"])]
     cmd += e.get("options", [])
-    cmd += [str(case.path), *e.get("args", [])]
+    cmd += [*([str(RECORDER)] if record else []), str(case.path), *e.get("args", [])]
     env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
     env.update(e.get("env", {}))
+    if record:
+        env[RECORD_ENV] = str(record)
     if python == sys.executable and os.environ.get("TORCHPLACE_CONFORMANCE_FORK") != "0":
         code, stdout, stderr = _zygote().run(cmd[3:], env, str(CASES), 300)
     else:
@@ -200,19 +300,49 @@ def check(case: Case, code: int, report: dict[str, Any]) -> list[str]:
     return problems
 
 
-def run_on_gpu(case: Case, python: str) -> list[str]:
-    """Run ``case`` as a plain script (on a machine with CUDA GPUs)."""
+def run_plain(
+    case: Case, python: str, on: Machine, record: Path, *, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``case`` as a plain script through record.py (which writes to ``record``),
+    seeing as many GPUs as it needs."""
     env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
+    env["CUDA_VISIBLE_DEVICES"] = on.visible_devices(case.needs["gpus"])
     env.update(case.expect.get("env", {}))
-    cmd = [python, str(case.path), *case.expect.get("args", [])]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=CASES)
+    env[RECORD_ENV] = str(record)
+    cmd = [python, str(RECORDER), str(case.path), *case.expect.get("args", [])]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=CASES)
+
+
+def check_plain(case: Case, code: int, record: dict[str, Any]) -> list[str]:
+    """What a plain run (its exit code and record.py's record) differs in from EXPECT."""
     want_exit = case.expect.get("exit", 0)
-    if r.returncode != want_exit:
-        return [f"exit {r.returncode}, expected {want_exit}: {r.stderr[-2000:]}"]
-    want = case.expect.get("error")
-    if want and not re.search(f"{want['type']}: {want.get('message', '')}", r.stderr, re.S):
-        return [f"expected {want} in stderr: {r.stderr[-2000:]}"]
-    return []
+    problems = [] if code == want_exit else [f"exit {code}, expected {want_exit}"]
+    if not record:
+        return [*problems, "record.py wrote no record"]
+    want, err = case.expect.get("error"), record.get("error")
+    if want is None:
+        if err is not None and want_exit == 0:
+            problems.append(f"unexpected {err['type']}: {err['message']} at line {err['line']}")
+        return problems
+    if err is None:
+        return [*problems, f"no error raised, expected {want}"]
+    if err["type"] != want["type"]:
+        problems.append(f"error type {err['type']}, expected {want['type']}")
+    if "message" in want and not re.fullmatch(want["message"], err["message"], re.S):
+        problems.append(f"error message {err['message']!r} !~ {want['message']!r}")
+    if "line" in want and err["line"] != line_number(case, want["line"]):
+        problems.append(f"error at line {err['line']}, expected line {want['line']}")
+    return problems
+
+
+def run_on_gpu(case: Case, python: str, on: Machine) -> list[str]:
+    """Run ``case`` as a plain script (on a machine with CUDA GPUs) and check it."""
+    with tempfile.TemporaryDirectory(prefix="torchplace-gpu-run-") as tmp:
+        path = Path(tmp) / "record.json"
+        r = run_plain(case, python, on, path)
+        record = json.loads(path.read_text()) if path.exists() else {}
+    problems = check_plain(case, r.returncode, record)
+    return [*problems, r.stderr[-2000:]] if problems else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,14 +352,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", default="", help="only cases whose name contains this")
     args = parser.parse_args(argv)
     passed = total = 0
+    on = machine(args.python) if args.gpu_run else None
     for case in cases(args.k):
         modes = ["gpu"] if args.gpu_run else case.modes
-        if args.gpu_run and case.expect.get("sim_only"):
+        why = skip_reason(case, on) if on is not None else None
+        if why is not None:
+            print(f"skip {case.name}: {why}")
             continue
         for mode in modes:
             total += 1
-            if args.gpu_run:
-                problems = run_on_gpu(case, args.python)
+            if on is not None:
+                problems = run_on_gpu(case, args.python, on)
             else:
                 code, report, stderr = simulate(case, mode, args.python)
                 problems = check(case, code, report)

@@ -1,6 +1,6 @@
 """torchplace's own API, inside a simulation, sees the simulated GPUs as it would real ones.
 
-GPU: torchplace.devices() lists cuda:0 with the GPU's name and memory; device("auto") picks
+GPU (any one card): torchplace.devices() lists cuda:0 with the GPU's name and memory; device("auto") picks
 it; torchplace.to() moves a batch (pinned tensors non-blocking); a Runner trains on it and
 its tensors are accounted on the GPU.
 Source: torchplace's documented behaviour on GPU machines (README "Devices", "Training on
@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import torchplace
 
 found = [d for d in torchplace.devices() if d.type == "cuda"]
-assert len(found) == 1 and found[0].name == "NVIDIA H100 80GB HBM3", found
+assert len(found) == 1 and found[0].name == torch.cuda.get_device_name(0), found
 assert torchplace.device() == torch.device("cuda", 0)
 batch = torchplace.to({"x": torch.ones(4, 4).pin_memory(), "ids": ["a"]}, "cuda")
 assert batch["x"].is_cuda and batch["ids"] == ["a"]
@@ -29,4 +29,4 @@ with torchplace.Runner() as runner:
         runner.step(opt)
 assert torch.cuda.max_memory_allocated() > 0
 
-EXPECT = {"gpu": "H100"}
+EXPECT = {}
