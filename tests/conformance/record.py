@@ -13,6 +13,8 @@ to the JSON file named by ``$TORCHPLACE_RECORD``:
   through last, wherever it was raised), or None; ``exit``: the code Python exits with;
 - ``stdout``: what the script printed.
 
+Under torchrun each rank records; rank 0 to that file, rank N to ``<file>.rankN``.
+
 The exception then propagates as it would have, so the exit code and traceback are the
 script's own. Nothing here changes what the script computes or allocates.
 """
@@ -82,6 +84,8 @@ def _exit_code(e: SystemExit) -> int:
 
 def main(argv: list[str]) -> None:
     script, out = argv[0], os.environ[ENV]
+    if os.environ.get("RANK", "0") != "0":  # torchrun's other ranks: rank 0 is compared
+        out = f"{out}.rank{os.environ['RANK']}"
     record: dict[str, Any] = {"script": script, "steps": [], "error": None, "exit": 0}
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(os.path.abspath(script))

@@ -309,7 +309,10 @@ def run_plain(
     env["CUDA_VISIBLE_DEVICES"] = on.visible_devices(case.needs["gpus"])
     env.update(case.expect.get("env", {}))
     env[RECORD_ENV] = str(record)
-    cmd = [python, str(RECORDER), str(case.path), *case.expect.get("args", [])]
+    # a program simulated with --nproc-per-node N is started by torchrun on the GPUs
+    launch = [f"--nproc-per-node={n}" for n in _option(case.expect, "--nproc-per-node")]
+    launch = ["-m", "torch.distributed.run", *launch] if launch else []
+    cmd = [python, *launch, str(RECORDER), str(case.path), *case.expect.get("args", [])]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=CASES)
 
 
