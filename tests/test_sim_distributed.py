@@ -164,8 +164,13 @@ def test_rank_command_line_errors(tmp_path: Path) -> None:
     assert r.returncode == 2 and "'2,x'" in r.stderr
     r = run_torchplace("sim", "--nproc-per-node", "2", "--rank", "5", str(script))
     assert r.returncode == 2 and "--rank 5" in r.stderr
-    r = run_torchplace("sim", "--nproc-per-node", "2", "--values", "real", str(script))
-    assert r.returncode == 2 and "placeholder" in r.stderr
+    # real values for 64 ranks whose processes alone need more than the limit given
+    r = run_torchplace(
+        "sim", "--nproc-per-node", "64", "--values", "real", "--host-memory-limit", "4GiB",
+        str(script),
+    )  # fmt: skip
+    assert r.returncode == 2 and "64 rank processes need about 24.00 GiB" in r.stderr
+    assert "--values placeholder" in r.stderr
 
 
 def test_find_max_when_the_size_never_reaches_the_gpu() -> None:
@@ -184,3 +189,60 @@ def test_find_max_reports_the_first_failure_of_a_script_that_always_fails(
     r = run_torchplace("sim", "--find-max", "B", str(script), "{B}")
     assert r.returncode == 2
     assert "the run at size 1 failed at" in r.stderr and "train.py:3 with KeyError" in r.stderr
+
+
+# DTensor's random ops (nn.init on FSDP2 shards) go through its RNG tracker, which reads the
+# CUDA generator's state as (seed, Philox offset), moves the offset for each shard and makes
+# every rank hold rank 0's state (torch/distributed/tensor/_random.py).
+DTENSOR_INIT_SCRIPT = """
+import os
+import torch, torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("nccl")
+mesh = init_device_mesh("cuda", (2,))
+torch.manual_seed(0)
+model = nn.Linear(64, 64, bias=False).cuda()
+fully_shard(model, mesh=mesh)
+nn.init.normal_(model.weight)  # a random op on a DTensor: each rank draws its shard
+full = model.weight.full_tensor()
+assert full.std() > 0.5 and not torch.equal(full[:32], full[32:]), "shards drew alike"
+everyone = [torch.empty_like(full) for _ in range(2)]
+dist.all_gather(everyone, full)
+assert torch.equal(everyone[0], everyone[1])
+state = torch.cuda.get_rng_state()
+assert state.shape == (16,) and int(state[8:].view(torch.int64)) >= 64 * 64
+print("rank", dist.get_rank(), "ok", float(full.sum()))
+dist.destroy_process_group()
+"""
+
+
+def test_real_values_across_ranks_run_dtensors_random_init(tmp_path: Path) -> None:
+    path = tmp_path / "init.py"
+    path.write_text(DTENSOR_INIT_SCRIPT)
+    r = run_torchplace("sim", "--json", "--nproc-per-node", "2", str(path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    world = json.loads(r.stdout)["ranks"][0]
+    assert world["values"] == "real"
+    assert [row["error"] for row in world["ranks"]] == [None, None]
+    assert "rank 0 ok" in r.stderr  # the first rank's output is the script's
+
+
+def test_a_failing_rank_stops_the_others(tmp_path: Path) -> None:
+    path = tmp_path / "fail.py"
+    path.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "dist.init_process_group('nccl')\n"
+        "if dist.get_rank() == 1:\n"
+        "    raise ValueError('rank 1 gives up')\n"
+        "dist.barrier()  # rank 0 would wait here for ever\n"
+    )
+    r = run_torchplace("sim", "--json", "--nproc-per-node", "2", "--timeout", "120", str(path))
+    assert r.returncode != 0
+    rows = json.loads(r.stdout)["ranks"][0]["ranks"]
+    assert rows[1]["error"]["type"] == "ValueError" and rows[1]["error"]["line"] == 4
+    assert rows[0]["error"]["type"] == "Stopped"
+    assert "stopped when rank 1 failed (ValueError: rank 1 gives up)" in rows[0]["error"]["message"]

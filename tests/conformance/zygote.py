@@ -79,6 +79,13 @@ def _wait(pid: int, timeout: float | None, on_timeout: Any = None) -> int:
         time.sleep(0.005)
 
 
+class _Forked:
+    """A forked child as the CLI's set of running children holds one (by its ``pid``)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+
 def _serve() -> None:
     import torch  # noqa: F401  (what the fork saves)
 
@@ -100,7 +107,12 @@ def _serve() -> None:
             sys.path[0] = os.getcwd()  # as for ``python -m``
 
         pid = _run_forked(lambda: _child.main([config["config_path"]]), setup=setup)
-        return _wait(pid, timeout, on_timeout=lambda: config.__setitem__("timed_out", True))
+        child = _Forked(pid)
+        cli_sim._LIVE.add(child)  # so that --nproc-per-node can stop a world's other ranks
+        try:
+            return _wait(pid, timeout, on_timeout=lambda: config.__setitem__("timed_out", True))
+        finally:
+            cli_sim._LIVE.discard(child)
 
     cli_sim._run_child = run_child
     protocol = os.fdopen(os.dup(1), "w")

@@ -12,10 +12,12 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -226,10 +228,11 @@ def _run_child(
 _LIVE: set[subprocess.Popen[bytes]] = set()  # simulated children running now
 
 
-def _stop_all(*_: object) -> None:
+def _stop_all(*_: object, how: int = signal.SIGKILL) -> None:
+    """Stop every simulated child now running (``how=SIGTERM`` lets each write its report)."""
     for child in list(_LIVE):
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
+            os.killpg(child.pid, how)
 
 
 def _gpus(text: str) -> list[Any]:
@@ -361,8 +364,20 @@ def _rank_list(text: str, world: int) -> list[int]:
     return ranks
 
 
+#: Host memory a simulated rank's process takes before its tensors: Python, torch and
+#: torch.distributed (310 MiB RSS measured for an FSDP2 rank on torch 2.13), rounded up.
+_RANK_PROCESS_BYTES = 384 * 2**20
+
+
 def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) -> int:
-    """``--nproc-per-node``: simulate ranks of a torchrun world, one child per rank."""
+    """``--nproc-per-node``: simulate the ranks of a torchrun world, one child per rank.
+
+    With real values (``auto`` when the data fits) every rank of a world runs at once and
+    the simulated NCCL is gloo, so collectives move the ranks' real data (torch's own DDP
+    and FSDP code computes real numbers); each rank gets an equal share of the host memory
+    limit. With placeholders (asked for, or when the ranks would not fit) only the ranks
+    shown run, each alone under torch's fake process group.
+    """
     if len(specs) != 1:
         raise ValueError("--nproc-per-node simulates one GPU model; give one --gpu.")
     if args.nnodes < 1:
@@ -371,67 +386,192 @@ def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) 
     for per_node in _sizes(args.nproc_per_node, "--nproc-per-node"):
         world = per_node * args.nnodes
         worlds.append((per_node, world, _rank_list(args.rank, world)))
-    values = args.values
-    if any(world > 1 for _, world, _ in worlds):
-        if values == "real":
-            raise ValueError(
-                "--values real needs the data of every rank, and a simulated rank has no other "
-                "ranks: simulate ranks with placeholder values (the default here)."
-            )
-        values = "placeholder"
-    quiet = argparse.Namespace(**{**vars(args), "values": values})
-    jobs: list[tuple[int, int, int, dict[str, Any]]] = []
-    for per_node, world, ranks in worlds:
-        for rank in ranks:
-            env = {
-                "RANK": str(rank),
-                "LOCAL_RANK": str(rank % per_node),
-                "GROUP_RANK": str(rank // per_node),
-                "NODE_RANK": str(rank // per_node),
-                "ROLE_RANK": str(rank),
-                "WORLD_SIZE": str(world),
-                "LOCAL_WORLD_SIZE": str(per_node),
-                "ROLE_WORLD_SIZE": str(world),
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": "29500",
-                "TORCHELASTIC_RUN_ID": "torchplace-sim",
-                "TORCHELASTIC_RESTART_COUNT": "0",
-            }
-            run_options = {
-                **options,
-                "gpus": per_node,
-                "nodes": args.nnodes,
-                "network": args.network,
-                "env": env,
-            }
-            if jobs:
-                run_options["snapshot"] = None  # --snapshot: the first rank simulated
-            jobs.append((per_node, world, rank, run_options))
-
-    def simulate_rank(i: int) -> Any:
-        # the first rank's output is the script's; the others run silent
-        return _simulate(quiet, specs[0], None, jobs[i][3], output=i == 0)[1]
-
-    # Each rank is a child process of its own: run as many at once as there are CPUs.
-    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+    sweep: list[dict[str, Any]] = []
+    first: Any = None
+    notes: list[str] = []
     previous = signal.signal(signal.SIGTERM, _stop_all)
     try:
-        with ThreadPoolExecutor(workers) as pool:
-            reports = list(pool.map(simulate_rank, range(len(jobs))))
+        for per_node, world, ranks in worlds:
+            reports, note = _world(args, specs[0], options, per_node, world, ranks, first is None)
+            notes += [note] if note else []
+            sweep.append(
+                {
+                    "nproc_per_node": per_node,
+                    "nnodes": args.nnodes,
+                    "world": world,
+                    "values": reports[ranks[0]].values,
+                    "ranks": [_rank_row(r, r % per_node, reports[r]) for r in ranks],
+                }
+            )
+            first = first or reports[ranks[0]]
     finally:
         _stop_all()
         signal.signal(signal.SIGTERM, previous)
-    sweep: list[dict[str, Any]] = []
-    for (per_node, world, rank, _), report in zip(jobs, reports, strict=True):
-        if not sweep or sweep[-1]["world"] != world:
-            sweep.append(
-                {"nproc_per_node": per_node, "nnodes": args.nnodes, "world": world, "ranks": []}
-            )
-        sweep[-1]["ranks"].append(_rank_row(rank, rank % per_node, report))
-    first = reports[0]
     first.ranks = sweep
+    for note in notes:
+        first.notes.insert(0, {"text": note, "count": 1})
     _show(args, first)
     return first.exit_code or 0
+
+
+def _world(
+    args: argparse.Namespace,
+    spec: Any,
+    options: dict[str, Any],
+    per_node: int,
+    world: int,
+    ranks: list[int],
+    output: bool,
+) -> tuple[dict[int, Any], str | None]:
+    """One world of ``world`` processes: the reports of the ranks run (by rank), and a note
+    when its values are not what was asked for."""
+    from torchplace._units import format_bytes
+
+    share = None
+    if args.values != "placeholder" and world > 1:
+        from torchplace.sim._simulate import _host_memory_limit
+
+        total = options.get("host_memory_limit") or _host_memory_limit()
+        share = total // world - _RANK_PROCESS_BYTES if total else 2**62
+        if share <= 0:
+            why = (
+                f"{world} rank processes need about {format_bytes(world * _RANK_PROCESS_BYTES)} "
+                f"of host memory before any data, more than the {format_bytes(total or 0)} "
+                "allowed (half the memory available; --host-memory-limit sets it)"
+            )
+            if args.values == "real":
+                raise ValueError(f"--values real: {why}. Simulate with --values placeholder.")
+            share = None
+            note = f"values: placeholder for the {world}-rank world — {why}"
+            return _ranks_alone(args, spec, options, per_node, world, ranks, output), note
+    if share is None:
+        return _ranks_alone(args, spec, options, per_node, world, ranks, output), None
+    reports = _ranks_together(args, spec, options, per_node, world, ranks, output, share)
+    error = next((r.error for r in reports.values() if _host_full(r.error)), None)
+    if error is None or args.values == "real":
+        return reports, None
+    where = f" (at {error['file']}:{error['line']})" if error.get("file") else ""
+    note = (
+        f"values: placeholder for the {world}-rank world — the run was repeated with "
+        f"placeholder values because the real values of {world} ranks would not fit in host "
+        f"memory{where}; values read back are zeros"
+    )
+    print(f"torchplace sim: {note}", file=sys.stderr)
+    return _ranks_alone(args, spec, options, per_node, world, ranks, output), note
+
+
+def _host_full(error: dict[str, Any] | None) -> bool:
+    return bool(error and error.get("type") == "HostMemoryError")
+
+
+def _rank_env(rank: int, per_node: int, world: int, port: int) -> dict[str, str]:
+    """What torchrun sets for one rank (torch/distributed/run.py, elastic agent)."""
+    return {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank % per_node),
+        "GROUP_RANK": str(rank // per_node),
+        "NODE_RANK": str(rank // per_node),
+        "ROLE_RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": str(per_node),
+        "ROLE_WORLD_SIZE": str(world),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "TORCHELASTIC_RUN_ID": "torchplace-sim",
+        "TORCHELASTIC_RESTART_COUNT": "0",
+    }
+
+
+def _rank_options(
+    args: argparse.Namespace, options: dict[str, Any], env: dict[str, str], first: bool
+) -> dict[str, Any]:
+    per_node = int(env["LOCAL_WORLD_SIZE"])
+    run = {**options, "gpus": per_node, "nodes": args.nnodes, "network": args.network}
+    run["env"] = env
+    if not first:
+        run["snapshot"] = None  # --snapshot: the first rank simulated
+    return run
+
+
+def _ranks_alone(
+    args: argparse.Namespace,
+    spec: Any,
+    options: dict[str, Any],
+    per_node: int,
+    world: int,
+    ranks: list[int],
+    output: bool,
+) -> dict[int, Any]:
+    """Placeholder values: each rank shown runs alone under torch's fake process group,
+    as many at once as there are CPUs."""
+    quiet = argparse.Namespace(**{**vars(args), "values": "placeholder"})
+
+    def simulate_rank(i: int) -> Any:
+        env = _rank_env(ranks[i], per_node, world, 29500)
+        run = _rank_options(args, options, env, output and i == 0)
+        return _simulate(quiet, spec, None, run, output=output and i == 0)[1]
+
+    workers = max(1, min(len(ranks), os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        return dict(zip(ranks, pool.map(simulate_rank, range(len(ranks))), strict=True))
+
+
+def _ranks_together(
+    args: argparse.Namespace,
+    spec: Any,
+    options: dict[str, Any],
+    per_node: int,
+    world: int,
+    ranks: list[int],
+    output: bool,
+    share: int,
+) -> dict[int, Any]:
+    """Real values: all ``world`` ranks at once, over gloo, each with ``share`` bytes of
+    host memory for its data. As torchrun does, the first rank to fail stops the others
+    (they could wait forever in a collective); their reports say so."""
+    quiet = argparse.Namespace(**{**vars(args), "values": "real"})
+    port = _free_port()
+    failed: list[tuple[float, int, Any]] = []
+    lock = threading.Lock()
+
+    def simulate_rank(rank: int) -> Any:
+        shown = output and rank == ranks[0]
+        run = _rank_options(args, options, _rank_env(rank, per_node, world, port), shown)
+        run["host_memory_limit"] = share
+        report = _simulate(quiet, spec, None, run, output=shown)[1]
+        if report.exit_code:
+            with lock:
+                if not failed:  # the other ranks write their reports and stop
+                    _stop_all(how=signal.SIGTERM)
+                failed.append((time.monotonic(), rank, report))
+        return report
+
+    with ThreadPoolExecutor(world) as pool:  # every rank at once: they wait for each other
+        reports = dict(zip(range(world), pool.map(simulate_rank, range(world)), strict=True))
+    if failed:  # the ranks that ended after the first failure: torchrun would stop them
+        _, rank, first = min(failed, key=lambda f: f[0])  # the first whose process ended
+        error = first.error or {"type": "exit", "message": f"exit code {first.exit_code}"}
+        for other, report in reports.items():
+            own = report.error
+            if other == rank or not own:
+                continue
+            why = "" if own["type"] == "Terminated" else (
+                f"; it ended first with {own['type']}: {own['message'].splitlines()[0]}"
+            )  # fmt: skip
+            report.error = {
+                **own,
+                "type": "Stopped",
+                "message": f"stopped when rank {rank} failed ({error['type']}: "
+                f"{error['message']}), as torchrun stops the other ranks{why}",
+            }
+    return {r: reports[r] for r in ranks}
+
+
+def _free_port() -> int:
+    """A TCP port free on this host now, for the world's rendezvous (gloo's store)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _rank_row(rank: int, local: int, report: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,9 @@ import torch.nn.functional as F
 from torchplace.sim._files import SimFiles
 from torchplace.sim._legacy import legacy_patches
 from torchplace.sim._modes import _DROPOUT, _SDPA, SimFunctionMode, invalid_ordinal
+from torchplace.sim._philox import PhiloxState
+from torchplace.sim._philox import pack as philox_pack
+from torchplace.sim._philox import unpack as philox_unpack
 from torchplace.sim._state import SimState, is_user_file, sim_uuid
 
 __all__ = ["CUDA_VERSION", "CUDNN_VERSION", "SimDeviceProperties", "SimGenerator", "patched_torch"]
@@ -74,6 +77,9 @@ class SimDeviceProperties:
         )
 
 
+T = TypeVar("T")
+
+
 class _GeneratorMeta(type(torch._C.Generator)):  # type: ignore[misc]
     def __instancecheck__(cls, obj: object) -> bool:
         return isinstance(obj, torch._C.Generator)
@@ -102,6 +108,58 @@ class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
         if self._label is None:
             return torch.device("cpu")
         return torch.device("cuda", self._label) if self._indexed else torch.device("cuda")
+
+    # A simulated CUDA generator's state is CUDA's (seed, Philox offset): sim/_philox.py.
+    _philox: PhiloxState | None = None
+
+    @property
+    def philox(self) -> PhiloxState:
+        if self._philox is None:
+            self._philox = PhiloxState(_DEFAULT_SEED)
+        return self._philox
+
+    def draw(self, run: Callable[[], T]) -> T:
+        """A random operation on this generator (``run`` draws from it)."""
+        return run() if self._label is None else self.philox.draw(self, run)
+
+    def manual_seed(self, seed: Any) -> SimGenerator:
+        super().manual_seed(seed)  # torch's own checks of the seed
+        if self._label is not None:
+            self._philox = PhiloxState(super().initial_seed())
+        return self
+
+    def seed(self) -> int:
+        seed = super().seed()
+        if self._label is not None:
+            self._philox = PhiloxState(seed)
+        return seed
+
+    def initial_seed(self) -> int:
+        return super().initial_seed() if self._label is None else self.philox.seed
+
+    def get_state(self) -> torch.Tensor:
+        if self._label is None:
+            return super().get_state()
+        return philox_pack(self.philox.seed, self.philox.offset)
+
+    def set_state(self, new_state: torch.Tensor) -> SimGenerator:
+        if self._label is None:
+            super().set_state(new_state)
+        else:
+            self.philox.seed, self.philox.offset = philox_unpack(new_state)
+        return self
+
+    def get_offset(self) -> int:
+        return super().get_offset() if self._label is None else self.philox.offset
+
+    def set_offset(self, offset: int) -> SimGenerator:
+        if self._label is None:
+            super().set_offset(offset)
+        elif offset % 4:
+            raise RuntimeError("offset must be a multiple of 4")
+        else:
+            self.philox.offset = offset
+        return self
 
 
 _resolve_generator_device: Callable[[Any], int | None] = lambda device: None  # noqa: E731

@@ -163,7 +163,10 @@ def _backward(
 
 def _seed(generator: torch.Generator, dropout_p: float) -> int:
     """A dropout seed from the simulated GPU's generator (as the kernel advances philox)."""
-    return int(torch.randint(2**62, (), generator=generator)) if dropout_p else 0
+    if not dropout_p:
+        return 0
+    draw = getattr(generator, "draw", lambda run: run())  # a simulated CUDA generator's state
+    return int(draw(lambda: torch.randint(2**62, (), generator=generator)))
 
 
 def _efficient(args: Any, kwargs: Any, generator: torch.Generator) -> Any:

@@ -325,21 +325,28 @@ class SimDispatchMode(TorchDispatchMode):
         if op.kernel is not None:  # a CUDA-only kernel, its values computed on the CPU
             with torch.no_grad():
                 return op.kernel(args, kwargs, device.generator)
-        if not op.seeded or kwargs.get("generator") is not None:
+        if not op.seeded:
             return func(*args, **kwargs)
+        if kwargs.get("generator") is not None:  # the script's own: its draw is counted in
+            return func(*args, **kwargs)  # __torch_function__, which sees the object it holds
         # Random numbers on a simulated GPU come from that GPU's generator (seeded by
         # torch.manual_seed / torch.cuda.manual_seed), so host random streams stay as
-        # they would be on a GPU machine.
+        # they would be on a GPU machine; its state is CUDA's (sim/_philox.py).
+        gen = device.generator
         if op.takes_generator:
-            return func(*args, **{**kwargs, "generator": device.generator})
-        host = torch.default_generator
-        saved = host.get_state()
-        host.set_state(device.generator.get_state())
-        try:
-            return func(*args, **kwargs)
-        finally:
-            device.generator.set_state(host.get_state())
-            host.set_state(saved)
+            return _draw(gen, lambda: func(*args, **{**kwargs, "generator": gen}))
+
+        def on_the_host_generator() -> Any:
+            host = torch.default_generator
+            saved = host.get_state()
+            host.set_state(torch._C.Generator.get_state(gen))  # the CPU state beneath
+            try:
+                return func(*args, **kwargs)
+            finally:
+                torch._C.Generator.set_state(gen, host.get_state())
+                host.set_state(saved)
+
+        return _draw(gen, on_the_host_generator)
 
     def _host_allocation_failed(self, func: Any, args: Any, kwargs: Any, label: int) -> None:
         """The host could not hold a real-values output. Would the GPU? Its out-of-memory
@@ -486,6 +493,13 @@ def _group_size(args: Any, kwargs: Any) -> int:
 def _to_backing(kwargs: Any, state: SimState) -> bool:
     device = kwargs.get("device")
     return device is not None and torch.device(device).type == state.backing.type
+
+
+def _draw(generator: Any, run: Callable[[], Any]) -> Any:
+    """A random operation on ``generator``: a simulated CUDA one keeps CUDA's state (the
+    object the script holds: in ``__torch_dispatch__`` a generator is torch's own again)."""
+    draw = getattr(generator, "draw", None)
+    return run() if draw is None else draw(run)
 
 
 def _check_generator(generator: Any, label: int | None) -> None:
@@ -640,12 +654,13 @@ class SimFunctionMode(TorchFunctionMode):
             device = _default_device()  # torch.set_default_device("cuda") or a device context
         if device is not None:
             label = self.resolve(device)
-            if kwargs.get("generator") is not None:
-                _check_generator(kwargs["generator"], label)
+            generator = kwargs.get("generator")
+            if generator is not None:
+                _check_generator(generator, label)
             if label is not None:
                 kwargs = {**kwargs, "device": self.state.backing}
                 with self.on(label, explicit=True):
-                    return func(*args, **kwargs)
+                    return _draw(generator, lambda: func(*args, **kwargs))
         if self.autocast_cache and not torch.is_autocast_enabled("cuda"):
             self.autocast_cache.clear()
         local = self.local
@@ -658,8 +673,9 @@ class SimFunctionMode(TorchFunctionMode):
                 label = shown[1] if shown and shown[0] == id(a) else self.state.label(a)
                 if label is not None:
                     break
-        if kwargs.get("generator") is not None:
-            _check_generator(kwargs["generator"], label)
+        generator = kwargs.get("generator")
+        if generator is not None:
+            _check_generator(generator, label)
         if label is None and local.target is None:
             return func(*args, **kwargs)
         if label is not None and torch.is_autocast_enabled("cuda"):
@@ -669,6 +685,8 @@ class SimFunctionMode(TorchFunctionMode):
         site = self.state.site
         saved, local.target, frame, site.frame = local.target, label, site.frame, UNKNOWN
         try:
+            if generator is not None:  # a generator of the script's own (sim/_philox.py)
+                return _draw(generator, lambda: func(*args, **kwargs))
             return func(*args, **kwargs)
         finally:
             local.target, site.frame = saved, frame
