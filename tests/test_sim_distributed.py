@@ -1,8 +1,9 @@
 """``torchplace sim --nproc-per-node``: torchrun scripts (DDP, FSDP2) simulated rank by rank.
 
 The scripts are written as for torchrun on GPUs (RANK / WORLD_SIZE / LOCAL_RANK, NCCL,
-DeviceMesh); each simulated rank runs under torch's fake process group with placeholder
-values, and the report gives each rank's peak, what it holds, and its time.
+DeviceMesh). With real values every rank of a world runs at once over gloo; with
+placeholders each rank shown runs alone under torch's fake process group. The report gives
+each rank's peak, what it holds, and its time.
 """
 
 from __future__ import annotations
@@ -119,7 +120,9 @@ def test_fsdp_sweep_shards_per_rank_and_shows_rank_0_extra_work(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_ddp_per_rank_and_the_network_between_nodes(tmp_path: Path) -> None:
-    ranks = _ranks(tmp_path, DDP_SCRIPT, "--nproc-per-node", "2", "--nnodes", "2")[0]["ranks"]
+    # placeholder values: only the two ranks shown run, each under the fake process group
+    args = ("--nproc-per-node", "2", "--nnodes", "2", "--values", "placeholder")
+    ranks = _ranks(tmp_path, DDP_SCRIPT, *args)[0]["ranks"]
     assert [r["rank"] for r in ranks] == [0, 3]  # rank 3 is on the second node
     weights = 4 * (1024 * 1024 + 1024) * 4
     for r in ranks:
