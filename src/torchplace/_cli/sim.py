@@ -428,7 +428,7 @@ def _world(
     from torchplace._units import format_bytes
 
     share = None
-    if args.values != "placeholder" and world > 1:
+    if args.values != "placeholder":
         from torchplace.sim._simulate import _host_memory_limit
 
         total = options.get("host_memory_limit") or _host_memory_limit()
@@ -546,8 +546,18 @@ def _ranks_together(
                 failed.append((time.monotonic(), rank, report))
         return report
 
-    with ThreadPoolExecutor(world) as pool:  # every rank at once: they wait for each other
-        reports = dict(zip(range(world), pool.map(simulate_rank, range(world)), strict=True))
+    # torchrun sets OMP_NUM_THREADS=1 for more than one process per node unless it is set
+    # (torch/distributed/run.py); OpenMP reads it when a process starts, so the children
+    # inherit it from here
+    one_thread = "OMP_NUM_THREADS" not in os.environ and per_node > 1
+    if one_thread:
+        os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        with ThreadPoolExecutor(world) as pool:  # every rank at once: they wait for each other
+            reports = dict(zip(range(world), pool.map(simulate_rank, range(world)), strict=True))
+    finally:
+        if one_thread:
+            del os.environ["OMP_NUM_THREADS"]
     if failed:  # the ranks that ended after the first failure: torchrun would stop them
         _, rank, first = min(failed, key=lambda f: f[0])  # the first whose process ended
         error = first.error or {"type": "exit", "message": f"exit code {first.exit_code}"}
