@@ -249,3 +249,26 @@ def test_a_failing_rank_stops_the_others(tmp_path: Path) -> None:
     assert rows[1]["error"]["type"] == "ValueError" and rows[1]["error"]["line"] == 4
     assert rows[0]["error"]["type"] == "Stopped"
     assert "stopped when rank 1 failed (ValueError: rank 1 gives up)" in rows[0]["error"]["message"]
+
+
+def test_ranks_whose_real_values_do_not_fit_run_with_placeholders(tmp_path: Path) -> None:
+    path = tmp_path / "big.py"
+    path.write_text(
+        "import torch, torch.distributed as dist\n"
+        "dist.init_process_group('nccl')\n"
+        "x = torch.ones(64 * 2**20 // 4, device='cuda')  # 64 MiB per rank\n"
+        "dist.all_reduce(x)\n"
+    )
+    # 800 MiB for 2 ranks: 384 MiB of each is its process, 16 MiB for its data
+    r = run_torchplace(
+        "sim", "--json", "--nproc-per-node", "2", "--host-memory-limit", "800MiB", str(path)
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout)
+    world = report["ranks"][0]
+    assert world["values"] == "placeholder"
+    assert [row["error"] for row in world["ranks"]] == [None, None]
+    assert report["notes"][0]["text"].startswith(
+        "values: placeholder for the 2-rank world — the run was repeated with placeholder "
+        "values because the real values of 2 ranks would not fit in host memory (at "
+    )

@@ -425,31 +425,27 @@ def _world(
 ) -> tuple[dict[int, Any], str | None]:
     """One world of ``world`` processes: the reports of the ranks run (by rank), and a note
     when its values are not what was asked for."""
-    from torchplace._units import format_bytes
-
-    share = None
-    if args.values != "placeholder":
-        from torchplace.sim._simulate import _host_memory_limit
-
-        total = options.get("host_memory_limit") or _host_memory_limit()
-        share = total // world - _RANK_PROCESS_BYTES if total else 2**62
-        if share <= 0:
-            why = (
-                f"{world} rank processes need about {format_bytes(world * _RANK_PROCESS_BYTES)} "
-                f"of host memory before any data, more than the {format_bytes(total or 0)} "
-                "allowed (half the memory available; --host-memory-limit sets it)"
-            )
-            if args.values == "real":
-                raise ValueError(f"--values real: {why}. Simulate with --values placeholder.")
-            share = None
-            note = f"values: placeholder for the {world}-rank world — {why}"
-            return _ranks_alone(args, spec, options, per_node, world, ranks, output), note
-    if share is None:
+    if args.values == "placeholder":
         return _ranks_alone(args, spec, options, per_node, world, ranks, output), None
-    reports = _ranks_together(args, spec, options, per_node, world, ranks, output, share)
-    error = next((r.error for r in reports.values() if _host_full(r.error)), None)
+    from torchplace._units import format_bytes
+    from torchplace.sim._simulate import _host_memory_limit
+
+    total = options.get("host_memory_limit") or _host_memory_limit()
+    share = total // world - _RANK_PROCESS_BYTES if total else None  # None: unknown
+    if share is not None and share <= 0:
+        why = (
+            f"{world} rank processes need about {format_bytes(world * _RANK_PROCESS_BYTES)} "
+            f"of host memory before any data, more than the {format_bytes(total or 0)} "
+            "allowed (half the memory available; --host-memory-limit sets it)"
+        )
+        if args.values == "real":
+            raise ValueError(f"--values real: {why}. Simulate with --values placeholder.")
+        note = f"values: placeholder for the {world}-rank world — {why}"
+        return _ranks_alone(args, spec, options, per_node, world, ranks, output), note
+    every = _ranks_together(args, spec, options, per_node, world, ranks, output, share)
+    error = next((r.error for r in every.values() if _host_full(r.error)), None)
     if error is None or args.values == "real":
-        return reports, None
+        return {r: every[r] for r in ranks}, None
     where = f" (at {error['file']}:{error['line']})" if error.get("file") else ""
     note = (
         f"values: placeholder for the {world}-rank world — the run was repeated with "
@@ -461,7 +457,13 @@ def _world(
 
 
 def _host_full(error: dict[str, Any] | None) -> bool:
-    return bool(error and error.get("type") == "HostMemoryError")
+    """A rank's real values did not fit its share of host memory (not a host-built tensor,
+    which would not fit with placeholders either)."""
+    return bool(
+        error
+        and error.get("type") == "HostMemoryError"
+        and "hold real values" in error.get("message", "")
+    )
 
 
 def _rank_env(rank: int, per_node: int, world: int, port: int) -> dict[str, str]:
@@ -524,11 +526,11 @@ def _ranks_together(
     world: int,
     ranks: list[int],
     output: bool,
-    share: int,
+    share: int | None,
 ) -> dict[int, Any]:
     """Real values: all ``world`` ranks at once, over gloo, each with ``share`` bytes of
-    host memory for its data. As torchrun does, the first rank to fail stops the others
-    (they could wait forever in a collective); their reports say so."""
+    host memory for its data; every rank's report. As torchrun does, the first rank to fail
+    stops the others (they could wait forever in a collective); their reports say so."""
     quiet = argparse.Namespace(**{**vars(args), "values": "real"})
     port = _free_port()
     failed: list[tuple[float, int, Any]] = []
@@ -574,7 +576,7 @@ def _ranks_together(
                 "message": f"stopped when rank {rank} failed ({error['type']}: "
                 f"{error['message']}), as torchrun stops the other ranks{why}",
             }
-    return {r: reports[r] for r in ranks}
+    return reports
 
 
 def _free_port() -> int:
