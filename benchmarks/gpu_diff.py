@@ -180,12 +180,14 @@ def compare_memory(real: list[dict[str, Any]], sim: list[dict[str, Any]]) -> dic
 
 
 def compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
-    """The two halves of one item: its verdict ("same", "close", "differs", "no record")
-    and every difference found."""
+    """The two halves of one item: its verdict ("same", "close", "differs", "no record", or
+    "skipped" when the GPU's Python lacks a module the item imports) and every difference."""
     a, b = real["record"], sim["record"]
     if a is None or b is None:
         missing = [n for n, r in (("the GPU run", a), ("the simulation", b)) if r is None]
         return {"verdict": "no record", "differences": [f"no record from {' and '.join(missing)}"]}
+    if (a["error"] or {}).get("type") == "ModuleNotFoundError":  # e.g. no transformers there
+        return {"verdict": "skipped", "reason": f"the GPU's Python: {a['error']['message']}"}
     differences = []
     if real["exit"] != sim["exit"]:
         differences.append(f"exit: GPU {real['exit']}, simulated {sim['exit']}")

@@ -83,6 +83,11 @@ def test_an_item_is_same_close_or_differs_and_says_why() -> None:
     assert gpu_diff.compare(_half(), more)["differences"] == [
         "memory: allocated of cuda:0 at end: GPU 512 B, simulated 1,024 B"
     ]
+    missing = {"type": "ModuleNotFoundError", "message": "No module named 'x'", "line": 1}
+    assert gpu_diff.compare(_half(1, error=missing), _half()) == {
+        "verdict": "skipped",
+        "reason": "the GPU's Python: No module named 'x'",
+    }
     lost = gpu_diff.compare({"exit": -9, "record": None}, _half())
     assert lost == {"verdict": "no record", "differences": ["no record from the GPU run"]}
 
