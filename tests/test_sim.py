@@ -191,7 +191,7 @@ def test_attention_embedding_conv_and_norm_layers() -> None:
         att = nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
         (out.sum() + att.float().sum() + conv(torch.randn(2, 3, 8, 8).cuda()).sum()).backward()
         assert q.grad is not None and q.grad.is_cuda and emb.weight.grad is not None
-    assert any("flash kernel" in n["text"] for n in report.notes)
+    assert any("cuDNN kernel (as on the GPU)" in n["text"] for n in report.notes)
 
 
 def test_data_dependent_shapes_are_reported() -> None:

@@ -54,10 +54,13 @@ def test_memory_efficient_kernel_matches_pytorch_on_the_cpu(bias: bool) -> None:
         torch.testing.assert_close(got, want.float(), rtol=1e-4, atol=1e-5)
 
 
-def test_flash_kernel_matches_pytorch_on_the_cpu() -> None:
+@pytest.mark.parametrize(("gpu", "kernel"), [("A100 40GB", "flash"), ("H100", "cuDNN")])
+def test_flash_and_cudnn_kernels_match_pytorch_on_the_cpu(gpu: str, kernel: str) -> None:
+    # the H100 runs cuDNN's kernel first with the CUDA 13 build's cuDNN 9.24 (sdp_utils.cpp
+    # check_prefer_cudnn_attention); the A100 flash
     tensors = _inputs(torch.bfloat16, bias=False)
-    out, grads, notes = _simulated("H100", tensors, is_causal=True)
-    assert any("flash kernel (as on the GPU)" in n for n in notes)
+    out, grads, notes = _simulated(gpu, tensors, is_causal=True)
+    assert any(f"{kernel} kernel (as on the GPU)" in n for n in notes)
     want_out, want_grads = _on_cpu(tensors, is_causal=True)
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.float(), want_out.float(), rtol=2e-2, atol=2e-2)

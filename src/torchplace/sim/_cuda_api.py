@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import torch
 import torch.nn.functional as F
 
+from torchplace.sim import _cuda_rules
 from torchplace.sim._files import SimFiles
 from torchplace.sim._legacy import legacy_patches
 from torchplace.sim._modes import _DROPOUT, _SDPA, SimFunctionMode, invalid_ordinal
@@ -757,7 +758,7 @@ def patched_torch(
         # Parameters keep their identity when a module moves to a simulated device, as they
         # do on CUDA (meta and CPU tensors are not shallow-copy compatible, so swap them).
         torch.__future__.set_swap_module_params_on_conversion(True)
-        with files.registered():
+        with files.registered(), _cuda_rules.installed(state):
             yield
     finally:
         _resolve_generator_device = resolve_saved

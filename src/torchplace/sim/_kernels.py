@@ -37,6 +37,8 @@ _FLASH_BACKWARD = _aten._scaled_dot_product_flash_attention_backward.default
 _EFFICIENT = _aten._scaled_dot_product_efficient_attention.default
 _EFFICIENT_BACKWARD = _aten._scaled_dot_product_efficient_attention_backward.default
 _CPU_FLASH = _aten._scaled_dot_product_flash_attention_for_cpu.default
+_CUDNN = _aten._scaled_dot_product_cudnn_attention.default
+_CUDNN_BACKWARD = _aten._scaled_dot_product_cudnn_attention_backward.default
 
 
 def _meta(func: Any, args: Any, kwargs: Any) -> Any:
@@ -102,6 +104,22 @@ def _dropout_mask(shape: torch.Size, dropout_p: float, seed: int) -> torch.Tenso
     return (torch.rand(shape, generator=draw) >= dropout_p) / (1.0 - dropout_p)
 
 
+def _grouped(q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+    """Keys or values with fewer heads than the queries (grouped-query attention: query head
+    h reads head h // (Hq / Hkv)), repeated to the queries' heads for the CPU's kernels."""
+    groups = q.shape[-3] // kv.shape[-3]
+    return kv if groups == 1 else kv.repeat_interleave(groups, dim=-3)
+
+
+def _summed(grad: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+    """The gradient of repeated keys or values, summed back over each group."""
+    heads = kv.shape[-3]
+    if grad.shape[-3] == heads:
+        return grad
+    shape = (*grad.shape[:-3], heads, grad.shape[-3] // heads, *grad.shape[-2:])
+    return grad.reshape(shape).sum(-4)
+
+
 def _attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -113,6 +131,7 @@ def _attention(
     seed: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(output, log-sum-exp over the keys)."""
+    k, v = _grouped(q, k), _grouped(q, v)
     if dropout_p == 0.0:
         out, lse = _CPU_FLASH(q, k, v, 0.0, is_causal, attn_mask=bias, scale=scale)
         return out, lse
@@ -137,13 +156,14 @@ def _backward(
     attention formula (autograd does not run below the dispatcher's autograd layer), or,
     without dropout or bias, from the CPU flash kernel's backward given the forward's
     ``saved`` output and log-sum-exp (computed by that kernel's forward in ``_attention``)."""
-    q, k, v, bias = inputs
+    q, kv_k, kv_v, bias = inputs
+    k, v = _grouped(q, kv_k), _grouped(q, kv_v)
     if dropout_p == 0.0 and bias is None:
         out, lse = saved[0], saved[1][..., : q.shape[-2]]  # the GPU's lse rows are padded
         grads = _aten._scaled_dot_product_flash_attention_for_cpu_backward(
             grad_out, q, k, v, out, lse, 0.0, is_causal, scale=scale
         )
-        return grads[0], grads[1], grads[2], None
+        return grads[0], _summed(grads[1], kv_k), _summed(grads[2], kv_v), None
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     qf, kf, vf, go = q.float(), k.float(), v.float(), grad_out.float()
     weights = torch.softmax(_scores(qf, kf, bias, is_causal, scale), dim=-1)
@@ -158,6 +178,7 @@ def _backward(
     grad_bias = None
     if bias is not None:
         grad_bias = grad_scores.sum_to_size(bias.shape).to(bias.dtype)
+    grad_k, grad_v = _summed(grad_k, kv_k), _summed(grad_v, kv_v)
     return grad_q.to(q.dtype), grad_k.to(k.dtype), grad_v.to(v.dtype), grad_bias
 
 
@@ -233,6 +254,33 @@ def _flash_backward(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
     return tuple(_filled(m, g) for m, g in zip(metas, grads[:3], strict=True))
 
 
+def _cudnn(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
+    q, k, v, bias = args[:4]
+    dropout_p = float(args[5] if len(args) > 5 else kwargs.get("dropout_p", 0.0))
+    is_causal = bool(args[6] if len(args) > 6 else kwargs.get("is_causal", False))
+    scale = kwargs.get("scale")
+    metas = list(_meta(_CUDNN, args, kwargs))
+    seed = _seed(generator, dropout_p)
+    out, lse = _attention(q, k, v, bias, dropout_p, is_causal, scale, seed)
+    lse_out = _filled(metas[1])  # (batch, heads, seq_q, 1), empty without log-sum-exp
+    if lse_out.numel():
+        lse_out.copy_(lse.unsqueeze(-1))
+    tensors = [_filled(metas[0], out), lse_out, *metas[2:6]]
+    tensors += [_filled(metas[6]).fill_(seed), _filled(metas[7]).zero_(), metas[8]]
+    return tuple(tensors)
+
+
+def _cudnn_backward(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
+    grad_out, q, k, v, out, lse, seed_t, _offset, bias = args[:9]
+    dropout_p, is_causal = float(args[13]), bool(args[14])
+    metas = _meta(_CUDNN_BACKWARD, args, kwargs)
+    scale = kwargs.get("scale")
+    bias = bias if isinstance(bias, torch.Tensor) and bias.numel() else None
+    saved = (out, lse.squeeze(-1))
+    grads = _backward(grad_out, (q, k, v, bias), saved, dropout_p, is_causal, scale, int(seed_t))
+    return tuple(_filled(m, g) for m, g in zip(metas, grads[:3], strict=True))
+
+
 #: aten operator -> its real-values implementation, called as ``kernel(args, kwargs,
 #: generator)`` with the simulated GPU's random generator.
 REAL_KERNELS: dict[Any, Callable[[Any, Any, torch.Generator], Any]] = {
@@ -240,4 +288,6 @@ REAL_KERNELS: dict[Any, Callable[[Any, Any, torch.Generator], Any]] = {
     _EFFICIENT_BACKWARD: _efficient_backward,
     _FLASH: _flash,
     _FLASH_BACKWARD: _flash_backward,
+    _CUDNN: _cudnn,
+    _CUDNN_BACKWARD: _cudnn_backward,
 }

@@ -32,7 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from torchplace.cost import call_tensors, runs_kernel, tensors_in
-from torchplace.sim import _autocast, _comm, _rules
+from torchplace.sim import _autocast, _comm, _rules, _sdpa
 from torchplace.sim._kernels import REAL_KERNELS
 from torchplace.sim._state import UNKNOWN, SimState, storage_key
 
@@ -527,6 +527,54 @@ def _default_device() -> torch.device | None:
     return None if current is None else torch.device(current)
 
 
+def _sdpa_gpu(spec: Any) -> _sdpa.Gpu:
+    """What CUDA's attention checks read of a simulated GPU (and the cuDNN the simulated
+    build reports: torch.backends.cudnn.version(), answered by the simulation)."""
+    major, minor = spec.compute_capability or (0, 0)
+    rocm = None if spec.vendor == "nvidia" else (spec.gcn_arch or "")
+    return _sdpa.Gpu(major, minor, torch.backends.cudnn.version() or 0, rocm)
+
+
+def _fused_sdpa(kernel: str, p: _sdpa.Params, scale: float | None) -> torch.Tensor:
+    """attention.cpp scaled_dot_product_attention's call of the chosen fused kernel: the same
+    operator as on the GPU (its meta function with placeholder values, its values computed
+    on the CPU with real ones: torchplace.sim._kernels), with the same padding and masks."""
+    q, k, v, mask = p.query, p.key, p.value, p.attn_mask
+    # should_compute_logsumexp: the log-sum-exp is kept for backward only when it will run
+    lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    if mask is not None and mask.dtype == torch.bool:  # convert_boolean_attn_mask
+        mask = torch.where(mask.logical_not(), float("-inf"), q.new_zeros(()))
+    if kernel == _sdpa.FLASH:
+        # pad_last_dim<8>: the head dim padded to a multiple of 8, the output sliced back;
+        # the scale from the unpadded head dim
+        head_dim = q.shape[-1]
+        pad = -head_dim % 8
+        if pad:
+            q, k, v = (F.pad(t, (0, pad)) for t in (q, k, v))
+        scale = head_dim**-0.5 if scale is None else scale
+        out = _aten._scaled_dot_product_flash_attention(
+            q, k, v, p.dropout, p.is_causal, scale=scale
+        )[0]
+        return out[..., :head_dim] if pad else out
+    if kernel == _sdpa.CUDNN:
+        return _aten._scaled_dot_product_cudnn_attention(
+            q, k, v, mask, lse, p.dropout, p.is_causal, False, scale=scale
+        )[0]
+    if mask is not None:  # preprocess_mask: expanded to 4-D, its rows 16-aligned
+        b, h, s_q, s_k = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+        mask = mask.expand(b, h, s_q, s_k)
+        if s_k % 16:  # pad_bias<16>
+            mask = F.pad(mask, (0, 16 - s_k % 16))[..., :s_k]
+        elif any(mask.stride(i) % 16 for i in range(3)):
+            mask = mask.contiguous()
+    if k.shape[-3] == v.shape[-3] == 1 != q.shape[-3]:
+        # implicit multi-query attention: key and value expanded, as views (pytorch#191085)
+        k, v = (t.expand(*t.shape[:-3], q.shape[-3], *t.shape[-2:]) for t in (k, v))
+    return _aten._scaled_dot_product_efficient_attention(
+        q, k, v, mask, lse, p.dropout, p.is_causal, scale=scale
+    )[0]
+
+
 class SimFunctionMode(TorchFunctionMode):
     """The user-facing side of the simulation (see the module docstring)."""
 
@@ -535,7 +583,6 @@ class SimFunctionMode(TorchFunctionMode):
         self.state = state
         self.dispatch = dispatch
         self.local = dispatch.local
-        self.autocast_cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         from torch.utils._device import _device_constructors
 
         self.constructors = _device_constructors()
@@ -661,8 +708,6 @@ class SimFunctionMode(TorchFunctionMode):
                 kwargs = {**kwargs, "device": self.state.backing}
                 with self.on(label, explicit=True):
                     return _draw(generator, lambda: func(*args, **kwargs))
-        if self.autocast_cache and not torch.is_autocast_enabled("cuda"):
-            self.autocast_cache.clear()
         local = self.local
         label = None
         shown = local.shown  # self._label inlined (a hot path)
@@ -678,8 +723,6 @@ class SimFunctionMode(TorchFunctionMode):
             _check_generator(generator, label)
         if label is None and local.target is None:
             return func(*args, **kwargs)
-        if label is not None and torch.is_autocast_enabled("cuda"):
-            args, kwargs = _autocast.cast(func, args, kwargs, self.autocast_cache)
         # as self.on(label), inlined (a hot path): a call on simulated device `label`, or a
         # host call inside a simulated one, which makes host tensors
         site = self.state.site
@@ -984,81 +1027,34 @@ class SimFunctionMode(TorchFunctionMode):
         scale: float | None = None,
         enable_gqa: bool = False,
     ) -> torch.Tensor:
-        label = self._label(query)
-        if label is not None:
-            if torch.is_autocast_enabled("cuda"):
-                (query, key, value), _ = _autocast.cast_to(
-                    (query, key, value), torch.get_autocast_dtype("cuda"), self.autocast_cache
-                )
-            out = self._fused_sdpa(label, query, key, value, attn_mask, dropout_p, is_causal, scale)
-            if out is not None:
-                return out
-            self.state.note("scaled_dot_product_attention: math kernel (as on the GPU)")
+        label = next((lb for t in (query, key, value) if (lb := self._label(t)) is not None), None)
         if label is None:
             return _SDPA(
                 query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
                 enable_gqa=enable_gqa,
             )  # fmt: skip
-        # the CPU would pick its own flash kernel for simulated GPU tensors with real values
-        with self.on(label), sdpa_kernel([SDPBackend.MATH]):
-            return _SDPA(
-                query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
-                enable_gqa=enable_gqa,
-            )  # fmt: skip
-
-    def _fused_sdpa(
-        self,
-        label: int,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        attn_mask: torch.Tensor | None,
-        dropout_p: float,
-        is_causal: bool,
-        scale: float | None,
-    ) -> torch.Tensor | None:
-        """The flash or memory-efficient kernel where CUDA would pick one, else None.
-
-        With placeholder values the CUDA kernels' own meta functions run. With real values
-        the CPU computes the result with its flash kernel, whose saved tensors (output and
-        log-sum-exp) match CUDA's flash and memory-efficient kernels; the substitution is
-        noted in the report.
-        """
-        has_flash, has_efficient = _rules.attention_kernels(self.state.devices[label].spec)
+        # CUDA autocast's kernel for the operator casts first (aten/src/ATen/autocast_mode.cpp)
+        query, key, value, attn_mask = _autocast.sdpa_arguments(query, key, value, attn_mask)
+        params = _sdpa.Params(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+        _sdpa.validate(params, lambda t: str(self._device(t)), scale)
+        spec = self.state.devices[label].spec
         self.state.decisions.add("the attention kernel (it depends on the GPU)")
-        if query.dim() != 4 or query.shape[1] != key.shape[1] or query.shape[-1] % 8:
-            return None
-        needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-        flash = (
-            torch.backends.cuda.flash_sdp_enabled()
-            and attn_mask is None
-            and query.dtype in (torch.float16, torch.bfloat16)
-            and query.shape[-1] <= 256
-            and has_flash
-        )
-        efficient = not flash and torch.backends.cuda.mem_efficient_sdp_enabled() and has_efficient
-        if not (flash or efficient):
-            return None
-        kernel = "flash" if flash else "memory-efficient"
+        kernel = _sdpa.select(params, _sdpa_gpu(spec))
         self.state.note(f"scaled_dot_product_attention: {kernel} kernel (as on the GPU)")
-        if self.state.real:
+        if kernel != _sdpa.MATH and self.state.real:
             self.state.note(
                 f"scaled_dot_product_attention: the {kernel} kernel's values computed on the "
                 "CPU (its flash kernel, or the formula with dropout); rounding differs"
             )
-        with self.on(label):
-            if flash:
-                return _aten._scaled_dot_product_flash_attention(
-                    query, key, value, dropout_p, is_causal, scale=scale
-                )[0]
-            bias = attn_mask
-            if bias is not None and bias.dtype == torch.bool:
-                bias = torch.zeros(
-                    bias.shape, dtype=query.dtype, device=self.state.backing
-                ).masked_fill(bias.logical_not(), float("-inf"))
-            return _aten._scaled_dot_product_efficient_attention(
-                query, key, value, bias, needs_grad, dropout_p, is_causal, scale=scale
-            )[0]
+        with _autocast.excluded(), self.on(label):
+            if kernel == _sdpa.MATH:
+                # the CPU would pick its own flash kernel for tensors with real values
+                with sdpa_kernel([SDPBackend.MATH]):
+                    return _SDPA(
+                        query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                        enable_gqa=enable_gqa,
+                    )  # fmt: skip
+            return _fused_sdpa(kernel, params, scale)
 
     def _dropout(
         self, input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False

@@ -548,18 +548,13 @@ def check_dtypes(func: Any, args: Any, capability: tuple[int, int] | None) -> No
         )
 
 
-def attention_kernels(spec: Any) -> tuple[bool, bool]:
-    """Which fused attention kernels ``scaled_dot_product_attention`` can use on a GPU:
-    (flash, memory-efficient).
-
-    NVIDIA: flash needs compute capability 8.0 or newer, memory-efficient 5.0
-    (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp,
-    check_flash_attention_hardware_support / check_mem_efficient_hardware_support). ROCm:
-    both come from AOTriton on gfx90a (MI200) and gfx942 (MI300) (same file, USE_ROCM).
-    """
+def attention_kernels(spec: Any) -> tuple[Any, ...]:
+    """What of a GPU decides the kernel ``scaled_dot_product_attention`` runs: its vendor and
+    architecture. CUDA's checks (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, ported
+    in torchplace.sim._sdpa) read the compute capability in many places (the kernels'
+    architecture ranges, dtypes from sm80, head dims on sm86-89 and sm120, cuDNN first on
+    sm90/sm10x); ROCm builds read the gfx architecture. GPUs with the same key run the same
+    kernels."""
     if spec.vendor != "nvidia":
-        arch = (spec.gcn_arch or "").split(":")[0]
-        supported = arch in ("gfx90a", "gfx942")
-        return supported, supported
-    major = spec.compute_capability[0] if spec.compute_capability else 0
-    return major >= 8, major >= 5
+        return (spec.vendor, (spec.gcn_arch or "").split(":")[0])
+    return (spec.vendor, tuple(spec.compute_capability or ()))

@@ -51,11 +51,10 @@ def behaviour(spec: GPUSpec) -> tuple[Any, ...]:
     """
     from torchplace.sim._rules import attention_kernels
 
-    # Flash and memory-efficient attention keep the same tensors for backward (the output
-    # and its log-sum-exp; aten/src/ATen/native/transformers/cuda/attention.cu), so GPUs
-    # with either kernel share a run; without one SDPA runs the math kernel, which keeps
-    # the attention matrix.
-    return (any(attention_kernels(spec)),)
+    # the fused kernels keep different tensors for backward (the output and its log-sum-exp,
+    # padded or not), and the math kernel the attention matrix: GPUs that pick the same
+    # kernels share a run
+    return (attention_kernels(spec),)
 
 
 def classes(specs: list[GPUSpec]) -> list[list[GPUSpec]]:
