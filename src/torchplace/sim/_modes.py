@@ -32,13 +32,15 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from torchplace.cost import call_tensors, runs_kernel, tensors_in
-from torchplace.sim import _autocast, _comm, _rules, _sdpa
+from torchplace.sim import _autocast, _comm, _determinism, _rules, _sdpa
 from torchplace.sim._kernels import REAL_KERNELS
 from torchplace.sim._state import UNKNOWN, SimState, storage_key
 
 __all__ = ["SimDispatchMode", "SimFunctionMode", "invalid_ordinal", "placeholder_scalar"]
 
 _META = torch.device("meta")
+_PY_FUNCTION = type(lambda: None)
+_deterministic = torch.are_deterministic_algorithms_enabled
 _tf_enabled = torch._C._is_torch_function_mode_enabled
 _T = torch.Tensor
 _aten = torch.ops.aten
@@ -106,6 +108,7 @@ class _Op:
     func: Any  # the overload (_OPS is keyed by its id: OpOverload hashes in Python)
     call: Callable[..., Any]  # calls it: an OpOverload's C++ operator, without the
     # Python frame of OpOverload.__call__ (which only calls it: torch/_ops.py)
+    alerts: tuple[dict[str, Any], ...]  # its CUDA kernel's deterministic-algorithm alerts
 
     @staticmethod
     def of(func: Any) -> _Op:
@@ -119,6 +122,7 @@ class _Op:
             REAL_KERNELS.get(func), _comm.collective_of(func), func in _HOST_FACTORIES,
             func.is_view, runs_kernel(func), func,
             func._op if type(func) is torch._ops.OpOverload else func,
+            _determinism.alerts_for(name, func._schema.overload_name),
         )  # fmt: skip
 
 
@@ -261,6 +265,8 @@ class SimDispatchMode(TorchDispatchMode):
             return op.call(*args, **kwargs)
 
         device = state.devices[out_label]
+        if op.alerts:
+            _determinism.check(func, op.alerts, args, kwargs, state.real)
         if labels and op.dtype_rule:
             _rules.check_dtypes(func, args, device.capability)
         if op.gemm:
@@ -723,6 +729,11 @@ class SimFunctionMode(TorchFunctionMode):
             _check_generator(generator, label)
         if label is None and local.target is None:
             return func(*args, **kwargs)
+        if label is not None and type(func) is _PY_FUNCTION and _deterministic():
+            # torch's functional code picks its deterministic decompositions by
+            # input.is_cuda / is_cpu (F.interpolate, F.pad, max_pool3d): its body must see
+            # the simulated device, so it runs with this mode active
+            return self._inside(func, types, args, kwargs)
         # as self.on(label), inlined (a hot path): a call on simulated device `label`, or a
         # host call inside a simulated one, which makes host tensors
         site = self.state.site
@@ -733,6 +744,15 @@ class SimFunctionMode(TorchFunctionMode):
             return func(*args, **kwargs)
         finally:
             local.target, site.frame = saved, frame
+
+    def _inside(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """``func``'s own body, run with this mode active (its check for a torch function
+        skipped once: torch.overrides.redispatch_function)."""
+        redispatch = getattr(torch._C, "_skip_one_hop_torch_function", None)
+        if redispatch is None:  # torch before 2.13: the body sees the backing device
+            return func(*args, **kwargs)
+        with self:
+            return redispatch(func, types, args, kwargs)
 
     # --- creating and moving data -----------------------------------------------------
     def _from_data(self, factory: Any, data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
