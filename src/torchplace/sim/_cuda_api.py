@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import torch
 import torch.nn.functional as F
 
-from torchplace.sim import _cuda_rules
+from torchplace.sim import _cuda_rules, _sync_debug
 from torchplace.sim._files import SimFiles
 from torchplace.sim._legacy import legacy_patches
 from torchplace.sim._modes import _DROPOUT, _SDPA, SimFunctionMode, invalid_ordinal
@@ -459,8 +459,7 @@ def _api(state: SimState, fmode: SimFunctionMode) -> tuple[dict[str, Any], dict[
         "_cuda_getDefaultStream": lambda device: (0, index(device), 1),
         "_cuda_getCurrentRawStream": lambda device: current(device)[0],
         "_cuda_setStream": set_stream,
-        "_cuda_get_sync_debug_mode": lambda: 0,
-        "_cuda_set_sync_debug_mode": lambda mode: None,
+        **_sync_debug.bindings(),
         "_cuda_record_memory_history": record_history,
         "_cuda_record_memory_history_legacy": lambda enabled, *a, **k: record_history(
             "all" if enabled else None

@@ -32,7 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from torchplace.cost import call_tensors, runs_kernel, tensors_in
-from torchplace.sim import _autocast, _comm, _determinism, _rules, _sdpa
+from torchplace.sim import _autocast, _comm, _determinism, _rules, _sdpa, _sync_debug
 from torchplace.sim._kernels import REAL_KERNELS
 from torchplace.sim._state import UNKNOWN, SimState, storage_key
 
@@ -252,6 +252,8 @@ class SimDispatchMode(TorchDispatchMode):
             # C++ code called from Python (DDP, c10d) moving host data to the device of
             # tensors it was given: a host-to-device copy onto the simulated device
             out_label = local.target
+            if not kwargs.get("non_blocking"):
+                _sync_debug.check()  # a blocking copy: memcpy_and_sync (Copy.cu)
             state.transfer("h2d", sum(t.nbytes for t in leaves), out_label)
         else:
             out_label = None
@@ -416,6 +418,8 @@ class SimDispatchMode(TorchDispatchMode):
         if dst_label is not None and src_label is None:
             if src.is_meta:
                 raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+            if not (len(args) > 2 and args[2]) and not kwargs.get("non_blocking"):
+                _sync_debug.check()  # a blocking copy: memcpy_and_sync (Copy.cu)
             state.transfer("h2d", nbytes, dst_label)
             if not state.real:
                 src = torch.empty_like(src, device=_META)
@@ -840,6 +844,8 @@ class SimFunctionMode(TorchFunctionMode):
                     "torch.nn.Module.to_empty() instead of torch.nn.Module.to() when moving "
                     "module from meta to a different device."
                 )
+            if not non_blocking:
+                _sync_debug.check()  # a blocking copy: memcpy_and_sync (Copy.cu)
             state.transfer("h2d", nbytes, dst)
             if isinstance(x, torch.nn.Parameter):
                 state.host_weights(nbytes)
