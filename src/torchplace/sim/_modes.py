@@ -5,11 +5,13 @@ talks to: it rewrites ``device="cuda..."`` (and the default device) to the backi
 device, implements ``.to()``, ``.cuda()``, ``.cpu()`` and tensor creation from data across
 host and simulated devices, answers ``Tensor.device``, ``is_cuda``, ``get_device()``,
 ``type()`` and ``data_ptr()`` from the simulator's labels, reads values (real ones, or
-placeholders), and emulates CUDA autocast and the SDPA kernel choice of the target GPU.
+placeholders), and runs the SDPA kernel the target GPU would choose (torchplace.sim._sdpa;
+CUDA autocast applies in the dispatcher: torchplace.sim._autocast).
 
 ``SimDispatchMode`` (a ``TorchDispatchMode``, below autograd, so it also sees the backward
 pass and the optimizers) propagates labels from inputs to outputs, enforces CUDA's device
-and dtype rules with PyTorch's own errors (:mod:`torchplace.sim._rules`), counts syncs,
+and dtype rules with PyTorch's own errors (:mod:`torchplace.sim._rules`) and CUDA's
+deterministic-algorithm alerts (:mod:`torchplace.sim._determinism`), counts syncs,
 routes random numbers through each simulated device's generator, and accounts every new
 storage.
 """

@@ -636,8 +636,50 @@ def installed() -> Iterator[None]:
         torch._C._set_sdp_priority_order(saved)
 
 
+def _layout(t: torch.Tensor | None) -> Any:
+    """What the checks read of a tensor."""
+    if t is None:
+        return None
+    return (t.shape, t.stride(), t.dtype, t.storage_offset(), t.requires_grad, t.is_nested)
+
+
+def _settings() -> tuple[Any, ...]:
+    """What the checks read of PyTorch's settings and the environment."""
+    c = torch._C
+    return (
+        c._get_flash_sdp_enabled(), c._get_mem_efficient_sdp_enabled(),
+        c._get_math_sdp_enabled(), c._get_cudnn_sdp_enabled(),
+        c._get_overrideable_sdp_enabled(), c._get_fa3_sdp_enabled(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        tuple(c._get_sdp_priority_order()), torch.is_grad_enabled(),
+        os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED"),
+        os.environ.get("TORCH_CUDNN_SDPA_NESTED_TENSOR_ENABLED"),
+    )  # fmt: skip
+
+
+#: (GPU, layouts, flags, settings) -> the backend chosen (a training step asks the same
+#: question for every layer)
+_CHOSEN: dict[tuple[Any, ...], str] = {}
+
+
 def select(p: Params, gpu: Gpu) -> str:
     """select_sdp_backend (and _fused_sdp_choice_cuda's error): the backend CUDA runs."""
+    priority(gpu)  # the first call may set the order, which the key reads
+    key = (
+        gpu, _layout(p.query), _layout(p.key), _layout(p.value), _layout(p.attn_mask),
+        p.dropout, p.is_causal, p.enable_gqa, _settings(),
+    )  # fmt: skip
+    chosen = _CHOSEN.get(key)
+    if chosen is None:
+        chosen = _select(p, gpu)  # a failure raises (and warns) every time, as on CUDA
+        if len(_CHOSEN) > 1024:
+            _CHOSEN.clear()
+        _CHOSEN[key] = chosen
+    return chosen
+
+
+def _select(p: Params, gpu: Gpu) -> str:
     enabled = {
         MATH: torch._C._get_math_sdp_enabled(),
         FLASH: torch._C._get_flash_sdp_enabled(),
