@@ -104,6 +104,7 @@ def test_weights_are_cast_once_per_region_and_gradients_reach_them() -> None:
         lin = nn.Linear(64, 64).cuda()
         x = torch.randn(8, 64, device="cuda")
         with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert torch.get_autocast_dtype("cuda") == torch.bfloat16
             lin(x)  # casts (and caches) the weight and bias; cuBLAS takes its workspace
             before = torch.cuda.memory_allocated()
             out = lin(lin(x))
