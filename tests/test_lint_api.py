@@ -79,7 +79,7 @@ def test_finding_fields_for_the_simulator(tmp_path: Path) -> None:
 
 def test_lint_paths_counts_and_progress(tmp_path: Path) -> None:
     for i in range(3):
-        (tmp_path / f"m{i}.py").write_text("import torch\ntorch.load('x')\n")
+        (tmp_path / f"m{i}.py").write_text("import torch\ntorch.load('ckpt.pt')\n")
     seen: list[tuple[int, int]] = []
     result = lint.lint_paths([tmp_path], progress=lambda done, total, _: seen.append((done, total)))
     assert (result.files, result.lines, len(result.findings)) == (3, 6, 6)
@@ -90,7 +90,7 @@ def test_lint_paths_counts_and_progress(tmp_path: Path) -> None:
 
 def test_encodings_and_undecodable_files(tmp_path: Path) -> None:
     latin = tmp_path / "latin.py"
-    latin.write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\ns = '\xe9'; torch.load('x')\n")
+    latin.write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\ns = '\xe9'; torch.load('ckpt.pt')\n")
     assert [(f.line, f.col) for f in lint_file(latin, select=["TPL301"])] == [(3, 10)]
     bad = tmp_path / "bad.py"
     bad.write_bytes(b"x = '\xff\xfe'\n")

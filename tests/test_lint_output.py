@@ -20,7 +20,7 @@ def project(tmp_path: Path) -> Path:
     for fixture in ("tpl101.py", "tpl206.py", "tpl401.py"):
         (tmp_path / fixture).write_text((FIXTURES / fixture).read_text())
     (tmp_path / "dir with space").mkdir()
-    (tmp_path / "dir with space" / "é.py").write_text("import torch\ntorch.load('x')\n")
+    (tmp_path / "dir with space" / "é.py").write_text("import torch\ntorch.load('ckpt.pt')\n")
     (tmp_path / "broken.py").write_text("def f(:\n")
     (tmp_path / "blob.py").write_bytes(b"\x00binary")
     return tmp_path

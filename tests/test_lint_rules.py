@@ -66,17 +66,17 @@ def test_columns_count_characters_not_bytes() -> None:
 def test_noqa_silences_the_named_rule_only() -> None:
     src = (
         "import torch\n"
-        "a = torch.load('x.pt')  # noqa: TPL301\n"
-        "b = torch.load('x.pt')  # noqa: TPL301, TPL302\n"
-        "c = torch.load('x.pt')  # noqa\n"
-        "d = torch.load('x.pt')  # noqa: E501\n"
+        "a = torch.load('ckpt.pt')  # noqa: TPL301\n"
+        "b = torch.load('ckpt.pt')  # noqa: TPL301, TPL302\n"
+        "c = torch.load('ckpt.pt')  # noqa\n"
+        "d = torch.load('ckpt.pt')  # noqa: E501\n"
     )
     found = [(f.line, f.code) for f in lint_source(src, select=["TPL3"])]
     assert found == [(2, "TPL302"), (5, "TPL301"), (5, "TPL302")]
 
 
 def test_select_and_ignore_by_prefix() -> None:
-    src = "import torch\ntorch.load('x.pt')\nimport torch.nn as nn\nnn.DataParallel(m)\n"
+    src = "import torch\ntorch.load('ckpt.pt')\nimport torch.nn as nn\nnn.DataParallel(m)\n"
     assert {f.code for f in lint_source(src)} == {"TPL301", "TPL302", "TPL401"}
     assert {f.code for f in lint_source(src, select=["TPL3"])} == {"TPL301", "TPL302"}
     assert {f.code for f in lint_source(src, ignore=["TPL30"])} == {"TPL401"}

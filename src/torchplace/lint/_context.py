@@ -8,10 +8,12 @@ import binds resolves to ``None``, and the checks then stay silent.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import os
+import re
+from collections.abc import Iterable, Iterator
 from functools import cached_property
 
-__all__ = ["Context", "is_device_string"]
+__all__ = ["Context", "is_device_string", "name_tokens"]
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -48,6 +50,90 @@ _AVAILABILITY = frozenset(
 )
 _AVAILABILITY_ATTRS = ("is_available", "device_count", "current_accelerator")
 
+# words in a name that say "GPU" (split at _, . and case changes: onlyCUDA, min_cuda_gpus)
+_GPU_TOKENS = frozenset({"cuda", "gpu", "gpus", "cudnn", "nccl", "triton", "multigpu"})
+# languages for writing GPU kernels: a file that imports one at the top is GPU code
+_GPU_KERNEL_MODULES = frozenset({"triton", "cutlass", "cuda", "cupy", "pycuda"})
+# torch.cuda calls that run without CUDA (everything else there needs a device)
+_CUDA_SAFE_PREFIXES = (
+    "is_",
+    "device_count",
+    "manual_seed",
+    "seed",
+    "initial_seed",
+    "empty_cache",
+    "memory",
+    "max_memory",
+    "reset_",
+    "amp",
+    "set_rng_state",
+    "get_arch_list",
+)
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def name_tokens(name: str) -> set[str]:
+    """The words of an identifier, lower-cased: ``onlyCUDA`` -> ``{"only", "cuda"}``.
+
+    Examples:
+        >>> sorted(name_tokens("_RunIf")), sorted(name_tokens("min_cuda_gpus"))
+        (['if', 'run'], ['cuda', 'gpus', 'min'])
+    """
+    return {w.lower() for w in _WORD.findall(name)}
+
+
+def _tokens_of(expr: ast.AST) -> set[str]:
+    """The words of every name, attribute and keyword in an expression."""
+    words: set[str] = set()
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name):
+            words |= name_tokens(node.id)
+        elif isinstance(node, ast.Attribute):
+            words |= name_tokens(node.attr)
+        elif isinstance(node, ast.keyword) and node.arg:
+            words |= name_tokens(node.arg)
+    return words
+
+
+def _gpu_named_call(call: ast.Call) -> bool:
+    """A call of a function named for a GPU (``benchmark_cuda_function(...)``,
+    ``triton_quantize(...)``), not a question (``has_triton()``, ``is_cuda_graph``)."""
+    func = call.func
+    name = _last_name(func)
+    if not name or (isinstance(func, ast.Attribute) and name in ("cuda", "to")):
+        return False
+    words = _WORD.findall(name)
+    return (
+        bool(words)
+        and words[0].lower() not in ("has", "is", "can", "supports", "check", "require", "requires")
+        and bool({w.lower() for w in words} & _GPU_TOKENS)
+    )
+
+
+def _skips(tokens: set[str]) -> bool:
+    """Whether the words name a skip (``skipif``, ``skipUnless``, ``importorskip``)."""
+    return any("skip" in t for t in tokens)
+
+
+def _last_name(node: ast.AST) -> str:
+    """``assertEqual`` for ``self.assertEqual``, ``TestCase`` for ``unittest.TestCase``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def _walk_local(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """Every node under ``nodes``, not descending into nested functions or classes."""
+    stack = list(nodes)[::-1]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, _SCOPES):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
 
 def is_device_string(value: object, *, cpu: bool = False) -> bool:
     """Whether a constant is an accelerator device string (``"cuda"``, ``"cuda:1"``, ``"mps"``).
@@ -67,15 +153,17 @@ def is_device_string(value: object, *, cpu: bool = False) -> bool:
 class Context:
     """One module: its tree, source lines, imports, parents and the nodes the checks need."""
 
-    def __init__(self, tree: ast.Module, source: str) -> None:
+    def __init__(self, tree: ast.Module, source: str, path: str = "<string>") -> None:
         self.tree = tree
         self.source = source
+        self.path = path
         self.parents: dict[ast.AST, ast.AST] = {}
         self.aliases: dict[str, str] = {}
         self.module_aliases: dict[str, str] = {}  # module-level imports only
         self.calls: list[ast.Call] = []
         self.attributes: list[ast.Attribute] = []
         self.classes: list[ast.ClassDef] = []
+        self.withs: list[ast.With | ast.AsyncWith] = []
         self.device_strings = 0
         self.accelerator_kinds: set[str] = set()
         for node in ast.walk(tree):
@@ -93,6 +181,8 @@ class Context:
                     self.accelerator_kinds.add(value.partition(":")[0])
             elif kind is ast.ClassDef:
                 self.classes.append(node)  # type: ignore[arg-type]
+            elif kind is ast.With or kind is ast.AsyncWith:
+                self.withs.append(node)  # type: ignore[arg-type]
             elif kind is ast.Import or kind is ast.ImportFrom:
                 self._add_import(node)  # type: ignore[arg-type]
         self.classes.sort(key=lambda c: (c.lineno, c.col_offset))
@@ -252,6 +342,248 @@ class Context:
             if conditional_step(parent, child) and not self.is_main_guard(parent):
                 return True
             child = parent
+        return False
+
+    # ---- what the code is for: tests, GPU-only code, fake tensors ---------------------
+    #
+    # Each answers "could the rule's problem happen when this code runs as its authors
+    # intend?" from what the file itself says, never from a list of projects or helpers.
+
+    @cached_property
+    def test_file(self) -> bool:
+        """Whether the file is test code: named as pytest collects tests (``test_*.py``,
+        ``*_test.py``, ``conftest.py``) or in a ``tests``/``test``/``testing`` folder of
+        the project (its path as given, relative to the folder linted)."""
+        *folders, name = self.path.replace("\\", "/").split("/")
+        if name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
+            return True
+        return any(f in ("test", "tests", "testing") for f in folders)
+
+    def in_test(self, node: ast.AST) -> bool:
+        """Whether ``node`` is test code: in a test module, a ``test_*`` function, a
+        ``Test*`` class or a ``unittest.TestCase`` subclass (its ``setUp`` too)."""
+        if self.test_file:
+            return True
+        for parent in self.ancestors(node):
+            if isinstance(parent, _FUNCS) and parent.name.startswith("test_"):
+                return True
+            if isinstance(parent, ast.ClassDef) and (
+                parent.name.startswith("Test")
+                or any(_last_name(b).endswith("TestCase") for b in parent.bases)
+            ):
+                return True
+        return False
+
+    def gpu_only(self, node: ast.AST) -> bool:
+        """Whether ``node`` runs only where a GPU is, by its authors' design.
+
+        The whole file is (:attr:`gpu_only_file`), or a function or class around ``node``
+        is: decorated with a skip (``pytest.mark.skipif``, ``unittest.skipUnless``, any
+        decorator named ``*skip*``) or with a decorator that names a GPU
+        (``@requires_cuda``, ``@onlyCUDA``, ``_RunIf(min_cuda_gpus=1)``), named for one
+        (``test_matmul_cuda``, ``def cuda(self)``), calling a CUDA-only ``torch.cuda`` API
+        unconditionally (``torch.cuda.set_device``, ``Event``, ``synchronize``), or
+        leaving early before ``node`` when a GPU is missing
+        (``if not has_triton(): return``, ``pytest.skip(...)``, ``self.skipTest(...)``).
+        """
+        if self.gpu_only_file:
+            return True
+        child = node
+        for parent in self.ancestors(node):
+            if isinstance(parent, (*_FUNCS, ast.ClassDef)):
+                if self._gpu_only_scope(parent):
+                    return True
+                if isinstance(parent, _FUNCS) and self._guarded_before(parent.body, child):
+                    return True
+            child = parent
+        return False
+
+    @cached_property
+    def gpu_only_file(self) -> bool:
+        """Whether the file runs only with a GPU by design: it imports a GPU kernel
+        language (``triton``, ``cutlass``, CUDA Python, CuPy, PyCUDA) at the top, marks
+        every test with a skip or GPU mark (``pytestmark``), stops at the top when no GPU
+        is there (``if not torch.cuda.is_available(): sys.exit(...)``, a module-level
+        ``pytest.skip``, ``assert torch.cuda.is_available()``), or calls a CUDA-only
+        ``torch.cuda`` API, NCCL or a function named for a GPU unconditionally anywhere;
+        or its name says GPU (``test_triton_mm.py``)."""
+        stem = os.path.splitext(os.path.basename(self.path))[0]
+        if name_tokens(stem) & _GPU_TOKENS:
+            return True  # test_triton_mm.py, bench_cuda_graphs.py
+        for stmt in self._top_statements():
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                modules = (
+                    [a.name for a in stmt.names]
+                    if isinstance(stmt, ast.Import)
+                    else [stmt.module or ""]
+                )
+                if any(m.partition(".")[0] in _GPU_KERNEL_MODULES for m in modules):
+                    return True
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                marks = _tokens_of(stmt.value)
+                if any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets) and (
+                    marks & _GPU_TOKENS or _skips(marks)
+                ):
+                    return True
+            if self._guard_statement(stmt):
+                return True
+        return any(
+            (self._cuda_only_call(call, name) or _gpu_named_call(call))
+            and not self._conditional_in(call, self.tree)
+            for call, name in self.call_names
+        )
+
+    @cached_property
+    def _module_values(self) -> dict[str, ast.expr]:
+        """Names assigned once at module level, with their values."""
+        values: dict[str, ast.expr] = {}
+        for stmt in self.tree.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+            ):
+                values[stmt.targets[0].id] = stmt.value
+        return values
+
+    def _top_statements(self) -> Iterator[ast.stmt]:
+        """The module's statements, with those of its ``if __name__ == "__main__":``."""
+        for stmt in self.tree.body:
+            yield stmt
+            if self.is_main_guard(stmt):
+                yield from stmt.body  # type: ignore[attr-defined]
+
+    def _gpu_only_scope(self, scope: ast.AST) -> bool:
+        cache = self._scope_cache
+        if scope not in cache:
+            cache[scope] = self._gpu_only_scope_uncached(scope)
+        return cache[scope]
+
+    @cached_property
+    def _scope_cache(self) -> dict[ast.AST, bool]:
+        return {}
+
+    def _gpu_only_scope_uncached(self, scope: ast.AST) -> bool:
+        assert isinstance(scope, (*_FUNCS, ast.ClassDef))
+        if name_tokens(scope.name) & _GPU_TOKENS:
+            return True
+        for decorator in scope.decorator_list:
+            tokens = _tokens_of(decorator)
+            bound = (
+                self._module_values.get(decorator.id) if isinstance(decorator, ast.Name) else None
+            )
+            if bound is not None:  # requires_gpu = pytest.mark.skipif(...); @requires_gpu
+                tokens |= _tokens_of(bound)
+            if tokens & _GPU_TOKENS or _skips(tokens):
+                return True
+        if isinstance(scope, ast.ClassDef):
+            # unittest: a setUp that skips guards every test of the class
+            return any(
+                isinstance(m, _FUNCS)
+                and m.name.lower().startswith("setup")
+                and any(self._guard_statement(s) for s in m.body)
+                for m in scope.body
+            )
+        return any(
+            isinstance(n, ast.Call)
+            and self._cuda_only_call(n, self.qualname(n.func))
+            and not self._conditional_in(n, scope)
+            for n in _walk_local(scope.body)
+        )
+
+    def _guarded_before(self, body: list[ast.stmt], child: ast.AST) -> bool:
+        """Whether a statement of ``body`` before ``child`` leaves when no GPU is there."""
+        for stmt in body:
+            if stmt is child:
+                return False
+            if self._guard_statement(stmt):
+                return True
+        return False
+
+    def _guard_statement(self, stmt: ast.stmt) -> bool:
+        """``if <no GPU>: return/raise/exit/skip``, ``assert <GPU>``, or a bare skip call
+        such as ``pytest.skip(..., allow_module_level=True)`` / ``pytest.importorskip``."""
+        if isinstance(stmt, ast.Assert):
+            return self._mentions_gpu(stmt.test)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            return _skips(_tokens_of(stmt.value.func))
+        if not isinstance(stmt, ast.If) or not stmt.body:
+            return False
+        last = stmt.body[-1]
+        if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+            tokens = _tokens_of(last.value.func)
+            if _skips(tokens):
+                return True  # a test that skips under a condition runs only when it holds
+            leaves = bool(tokens & {"exit", "quit"})
+        else:
+            leaves = isinstance(last, (ast.Return, ast.Raise, ast.Continue))
+        return leaves and self._mentions_gpu(stmt.test)
+
+    def _mentions_gpu(self, expr: ast.AST) -> bool:
+        """Whether a condition asks about a GPU: an availability API, or a name that says
+        GPU/CUDA/Triton (``has_triton()``, ``args.cuda``, ``is_sm_at_least_90``)."""
+        if _tokens_of(expr) & (_GPU_TOKENS | {"sm"}):
+            return True
+        return any(
+            isinstance(n, ast.Attribute)
+            and (n.attr in _AVAILABILITY_ATTRS or self.qualname(n) in _AVAILABILITY)
+            for n in ast.walk(expr)
+        )
+
+    def _cuda_only_call(self, call: ast.Call, name: str | None) -> bool:
+        """A call that needs a CUDA device: ``torch.cuda.*`` other than the availability
+        checks and the calls that work without CUDA (seeding, memory statistics,
+        ``empty_cache``, ``amp``), or a NCCL process group."""
+        if name is not None and name.startswith("torch.cuda."):
+            first = name[len("torch.cuda.") :].partition(".")[0]
+            return not first.startswith(_CUDA_SAFE_PREFIXES)
+        for k in call.keywords:
+            if k.arg == "backend" and isinstance(k.value, ast.Constant) and k.value.value == "nccl":
+                return True
+        return False
+
+    def _conditional_in(self, node: ast.AST, scope: ast.AST) -> bool:
+        """Whether ``node`` runs under a condition (or a ``try``) inside ``scope``."""
+        child = node
+        for parent in self.ancestors(node):
+            if parent is scope:
+                return False
+            if conditional_step(parent, child) or isinstance(parent, ast.Try):
+                return True
+            child = parent
+        return False
+
+    def in_fake_mode(self, node: ast.AST) -> bool:
+        """Whether ``node`` runs where tensors have no data: inside ``with`` a fake or
+        meta mode (``FakeTensorMode()``, ``fake_mode``, ``torch.device("meta")``)."""
+        fake = self._fake_withs
+        return bool(fake) and any(a in fake for a in self.ancestors(node))
+
+    @cached_property
+    def _fake_withs(self) -> set[ast.AST]:
+        found: set[ast.AST] = set()
+        for with_node in self.withs:
+            for item in with_node.items:
+                expr = item.context_expr
+                tokens = _tokens_of(expr.func if isinstance(expr, ast.Call) else expr)
+                meta = isinstance(expr, ast.Call) and any(
+                    isinstance(a, ast.Constant) and a.value == "meta" for a in expr.args
+                )
+                if meta or tokens & {"fake", "meta"}:
+                    found.add(with_node)
+        return found
+
+    def expected_value(self, node: ast.AST) -> bool:
+        """Whether ``node`` is a value compared against, not a placement: inside a
+        comparison, an ``assert`` or a ``self.assert*(...)`` call."""
+        for parent in self.ancestors(node):
+            if isinstance(parent, (ast.Compare, ast.Assert)):
+                return True
+            if isinstance(parent, ast.Call) and _last_name(parent.func).startswith("assert"):
+                return True
+            if isinstance(parent, (ast.stmt, *_SCOPES)):
+                return False
         return False
 
 

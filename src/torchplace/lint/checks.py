@@ -18,9 +18,11 @@ from torchplace.lint._context import (
     _LOOPS,
     _SCOPES,
     Context,
+    _walk_local,
     conditional_step,
     is_device_string,
     looks_like_device,
+    name_tokens,
 )
 from torchplace.lint.finding import Edit, Fix
 from torchplace.lint.rules import RULES
@@ -189,17 +191,6 @@ def _root_name(node: ast.AST) -> ast.Name | None:
             return None
 
 
-def _walk_local(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
-    """Every node under ``nodes``, not descending into nested functions or classes."""
-    stack = list(nodes)[::-1]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, _SCOPES):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
-
-
 def _targets(node: ast.For | ast.AsyncFor | ast.With | ast.comprehension) -> list[ast.expr]:
     """What a loop, comprehension or ``with`` binds: its target, or each ``as`` target."""
     if isinstance(node, ast.With):
@@ -268,8 +259,8 @@ class Checker:
         ['TPL401']
     """
 
-    def __init__(self, tree: ast.Module, source: str) -> None:
-        self.ctx = Context(tree, source)
+    def __init__(self, tree: ast.Module, source: str, path: str = "<string>") -> None:
+        self.ctx = Context(tree, source, path)
         self.source = source
         self._line_starts: list[int] | None = None
         self._out: list[RawFinding] = []
@@ -322,15 +313,22 @@ class Checker:
 
     @property
     def loops(self) -> dict[ast.AST, _Loop]:
-        """Training loops by node: the innermost loop around each ``backward`` call."""
+        """Training loops by node: the innermost loop around each training call.
+
+        A training call is ``x.backward()``/``manual_backward``, a call of a function of
+        this file that calls backward (``loss = train_step(batch)``), or a call handed
+        both a value the loop computed and an optimizer, which steps it
+        (``loss_scaler(loss, optimizer, ...)``).
+        """
         if self._loops is None:
             self._loops = {}
             for call in self.ctx.calls:
                 func = call.func
-                if not isinstance(func, ast.Attribute) or func.attr not in (
+                backward = isinstance(func, ast.Attribute) and func.attr in (
                     "backward",
                     "manual_backward",
-                ):
+                )
+                if not backward and not (call.args or call.keywords):
                     continue
                 child: ast.AST = call
                 path: list[tuple[int, str]] = []
@@ -339,17 +337,87 @@ class Checker:
                         break
                     path.append((id(parent), _field_of(parent, child)))
                     if isinstance(parent, _LOOPS) and any(child is s for s in parent.body):
-                        loop = self._loops.setdefault(parent, _Loop(parent))
-                        loop.backward_calls.append(call)
-                        loop.branches.update(path)
-                        name = self._loss_name(call)
-                        if name:
-                            loop.loss_names.add(name)
-                        if _kw(call, "retain_graph") or _kw(call, "create_graph"):
-                            loop.retains_graph = True
+                        name = self._loss_name(call) if backward else self._trains(call, parent)
+                        if backward or name:
+                            loop = self._loops.setdefault(parent, _Loop(parent))
+                            loop.backward_calls.append(call)
+                            loop.branches.update(path)
+                            if name:
+                                loop.loss_names.add(name)
+                            if _kw(call, "retain_graph") or _kw(call, "create_graph"):
+                                loop.retains_graph = True
                         break
                     child = parent
         return self._loops
+
+    def _trains(self, call: ast.Call, loop: ast.AST) -> str | None:
+        """The loss name if ``call`` trains (see :attr:`loops`), ``""`` if it trains
+        without a known loss, else ``None``."""
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in self._backward_functions:
+            returned = self._backward_functions[func.id]
+            assign = self.ctx.parents.get(call)
+            if returned and isinstance(assign, ast.Assign) and len(assign.targets) == 1:
+                target = assign.targets[0]
+                if isinstance(target, ast.Name):
+                    return target.id
+            return ""
+        values = [*call.args, *(k.value for k in call.keywords)]
+        if not any(self._is_optimizer(v) for v in values):
+            return None
+        first = call.args[0] if call.args else None
+        if not isinstance(first, ast.Name) or self._is_optimizer(first):
+            return None
+        bound_here = any(
+            isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            and any(
+                first.id in _names_bound(t)
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            )
+            for n in _walk_local(loop.body)  # type: ignore[attr-defined]
+        )
+        return first.id if bound_here else None
+
+    def _is_optimizer(self, expr: ast.AST) -> bool:
+        """An optimizer: named one (``optimizer``, ``self.optim``) or made by torch.optim."""
+        name = self._dotted(expr).rpartition(".")[2]
+        if not name:
+            return False
+        if name_tokens(name) & {"optimizer", "optimizers", "optim"}:
+            return True
+        return name in self._optimizer_names
+
+    @cached_property
+    def _optimizer_names(self) -> set[str]:
+        names = set()
+        for call, qualname in self.ctx.call_names:
+            if qualname and qualname.startswith("torch.optim.") and qualname[12:13].isupper():
+                assign = self.ctx.parents.get(call)
+                if isinstance(assign, ast.Assign):
+                    for target in assign.targets:
+                        names.add(self._dotted(target).rpartition(".")[2])
+        return names
+
+    @cached_property
+    def _backward_functions(self) -> dict[str, bool]:
+        """Module-level functions that call backward: name -> whether they return the
+        value they called it on."""
+        found = {}
+        for stmt in self.ctx.tree.body:
+            if not isinstance(stmt, _FUNCS):
+                continue
+            losses = {
+                self._loss_name(n)
+                for n in _walk_local(stmt.body)
+                if isinstance(n, ast.Call) and _method(n) in ("backward", "manual_backward")
+            }
+            if not losses:
+                continue
+            found[stmt.name] = any(
+                isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in losses
+                for n in _walk_local(stmt.body)
+            )
+        return found
 
     @staticmethod
     def _loss_name(call: ast.Call) -> str | None:
@@ -379,7 +447,7 @@ class Checker:
         early ``continue``/``break`` that follows the backward call.
         """
         loops = self.loops
-        if not loops:
+        if not loops or self.ctx.in_test(node):
             return None
         conditional = False
         exits: list[int] = []
@@ -392,6 +460,7 @@ class Checker:
                 conditional_step(parent, child)
                 and not self.ctx.is_main_guard(parent)
                 and (id(parent), _field_of(parent, child)) not in self._all_branches
+                and not _most_steps(parent, child)
             ):
                 conditional = True
             siblings = _stmt_list_containing(parent, child)
@@ -449,7 +518,10 @@ class Checker:
     def check_tpl101(self) -> None:
         if not self.ctx.uses_accelerator or not self.loops:
             return
+        lines: set[int] = set()
         for call, name in self.ctx.call_names:
+            if call.lineno in lines:
+                continue  # one finding per line: one sync is enough to move
             method = _method(call)
             if method in _HOST_READS:
                 if method != "cpu" and call.args:
@@ -459,6 +531,7 @@ class Checker:
                     continue
                 if self.every_step(call) is None:
                     continue
+                lines.add(call.lineno)
                 self._emit("TPL101", call, call=f".{method}()")
             elif name in ("builtins.float", None) and isinstance(call.func, ast.Name):
                 if call.func.id not in ("float", "int") or len(call.args) != 1:
@@ -466,6 +539,7 @@ class Checker:
                 arg = call.args[0]
                 loop = self.every_step(call)
                 if loop and isinstance(arg, ast.Name) and self.known_tensor(arg.id, loop):
+                    lines.add(call.lineno)
                     self._emit("TPL101", call, call=f"{call.func.id}({arg.id})")
 
     def _not_a_tensor(self, receiver: ast.AST) -> bool:
@@ -774,23 +848,48 @@ class Checker:
     # ---- TPL2xx: placement -------------------------------------------------------------
 
     def _module_classes(self) -> list[ast.ClassDef]:
+        """The ``nn.Module`` subclasses of the file: a base from ``torch.nn`` or Lightning,
+        a base of this file that is one, or a class with ``forward`` whose base is not
+        known here and that holds modules, parameters or buffers (or whose base is named
+        ``*Module``). A class with ``forward`` and nothing to move (a data transform, a
+        helper) is not one."""
         by_name = {c.name: c for c in self.ctx.classes}
         memo: dict[str, bool] = {}
 
         def is_module(cls: ast.ClassDef, seen: frozenset[str]) -> bool:
             if cls.name in memo:
                 return memo[cls.name]
-            result = any(isinstance(s, _FUNCS) and s.name == "forward" for s in cls.body)
+            result = False
             for base in cls.bases:
                 name = self.ctx.qualname(base) or ""
                 if name.startswith("torch.nn.") or name.endswith("LightningModule"):
                     result = True
-                elif isinstance(base, ast.Name) and base.id in by_name and base.id not in seen:
-                    result = result or is_module(by_name[base.id], seen | {cls.name})
+                elif isinstance(base, ast.Name) and base.id in by_name:
+                    if base.id not in seen:
+                        result = result or is_module(by_name[base.id], seen | {cls.name})
+                elif "module" in name_tokens(self._dotted(base).rpartition(".")[2]):
+                    result = True
+            if not result and any(isinstance(s, _FUNCS) and s.name == "forward" for s in cls.body):
+                result = self._holds_state(cls)
             memo[cls.name] = result
             return result
 
         return [c for c in self.ctx.classes if is_module(c, frozenset())]
+
+    def _holds_state(self, cls: ast.ClassDef) -> bool:
+        """Whether a class registers modules, parameters or buffers on itself."""
+        for node in _walk_local(cls.body):
+            if isinstance(node, ast.Call):
+                if _method(node) in ("register_buffer", "register_parameter", "add_module"):
+                    return True
+                name = self.ctx.qualname(node.func) or ""
+                if name.startswith("torch.nn.") and name.rpartition(".")[2][:1].isupper():
+                    parent = self.ctx.parents.get(node)
+                    if isinstance(parent, ast.Assign) and any(
+                        _self_attr(t) for t in parent.targets
+                    ):
+                        return True
+        return False
 
     def check_tpl201(self) -> None:
         if self.ctx.sets_default_device:
@@ -812,8 +911,8 @@ class Checker:
             name = self.ctx.qualname(node.func)
             if name not in _FACTORIES and name not in _LEGACY and name != "torch.tensor":
                 continue
-            if _kw(node, "device") is not None or _has_star_kwargs(node):
-                continue
+            if any(_kw(node, k) for k in ("device", "out", "generator")) or _has_star_kwargs(node):
+                continue  # out= and a generator decide the device themselves
             if name == "torch.tensor" and not (
                 node.args and isinstance(node.args[0], (ast.List, ast.Tuple, ast.ListComp))
             ):
@@ -829,7 +928,56 @@ class Checker:
                 continue
             if isinstance(parent, ast.Call) and _method(parent) in _MOVES:
                 continue  # x.to(torch.zeros(...)) / out.copy_(torch.zeros(...))
+            if self.ctx.in_test(node) or self.ctx.in_fake_mode(node):
+                continue  # a CPU unit test's module; tensors without data
+            if self._used_on_host(node, forward):
+                continue
             self._emit("TPL201", node, call=f"{name}(...)", suggest="x.device")
+
+    def _used_on_host(self, node: ast.AST, scope: ast.AST) -> bool:
+        """Whether a value is only consumed on the host, where the CPU is the right device
+        (a GPU value would cost a sync): read with ``.item()``/``.tolist()``, compared in
+        a condition (``if torch.rand(1) < p:``), an index or slice bound, an argument of
+        ``int()``/``float()``/``range()``; for a name, every use of it is one of these."""
+        parent = self.ctx.parents.get(node)
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0]
+            if not isinstance(target, ast.Name):
+                return False
+            uses = [
+                n
+                for n in _walk_local(scope.body)  # type: ignore[attr-defined]
+                if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
+            ]
+            return bool(uses) and all(self._host_use(u) for u in uses)
+        return self._host_use(node)
+
+    def _host_use(self, node: ast.AST) -> bool:
+        child = node
+        for parent in self.ctx.ancestors(node):
+            if isinstance(parent, ast.Attribute):
+                grand = self.ctx.parents.get(parent)
+                if isinstance(grand, ast.Call) and grand.func is parent:
+                    if parent.attr in ("item", "tolist", "numpy"):
+                        return True
+                    child = grand  # a method: follow its result (.long(), .view())
+                    continue
+                return False
+            if isinstance(parent, ast.Subscript):
+                return child is parent.slice  # an index, not the indexed value
+            if isinstance(parent, ast.Slice):
+                return True
+            if isinstance(parent, ast.Call):
+                return isinstance(parent.func, ast.Name) and parent.func.id in (
+                    "int", "float", "bool", "range", "len",
+                )  # fmt: skip
+            if isinstance(parent, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+                child = parent
+                continue
+            if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+                return child is parent.test and child is not node
+            return False
+        return False
 
     def _moved_after(self, node: ast.AST) -> bool:
         """Whether a method chain on ``node`` moves it (``torch.zeros(n).float().to(x)``)."""
@@ -913,8 +1061,9 @@ class Checker:
                     or attr in moved
                     or attr not in read_elsewhere
                     or not self._cpu_tensor_expr(value)
+                    or self.ctx.in_test(target)
                 ):
-                    continue
+                    continue  # (a test's module runs on the CPU)
                 self._emit("TPL202", target, name=attr)
 
     def _cpu_tensor_expr(self, expr: ast.AST) -> bool:
@@ -941,11 +1090,20 @@ class Checker:
             return
         seen: set[int] = set()
 
+        ctx = self.ctx
+
         def emit(node: ast.AST, what: str) -> None:
             line = node.lineno  # type: ignore[attr-defined]
-            if line not in seen and not self.ctx.under_condition(node):
-                seen.add(line)
-                self._emit("TPL203", node, what=what)
+            if (
+                line in seen
+                or ctx.under_condition(node)
+                or ctx.expected_value(node)
+                or ctx.gpu_only(node)
+                or ctx.in_fake_mode(node)
+            ):
+                return
+            seen.add(line)
+            self._emit("TPL203", node, what=what)
 
         for call, name in self.ctx.call_names:
             method = _method(call)
@@ -975,15 +1133,57 @@ class Checker:
                 target = device_kw.value
             if target is None or not self._is_cpu(target):
                 continue
-            scope = self.ctx.scope_of(call)
-            body = scope.body if isinstance(scope, (*_FUNCS, ast.Module)) else []
-            if any(
-                isinstance(n, ast.Call)
-                and _method(n) in ("synchronize", "wait_event", "wait_stream")
-                for n in _walk_local(body)
-            ):
-                continue  # synchronised somewhere in the scope: the author knows
+            if self._synced_before_read(call):
+                continue
             self._emit("TPL204", call)
+
+    def _synced_before_read(self, copy: ast.Call) -> bool:
+        """Whether the host waits for the device after ``copy`` and before its result is
+        read: a ``synchronize()`` (or a helper named ``*synchronize``/``*sync``), a
+        blocking read of another tensor (``.item()``, ``.tolist()``, ``.cpu()``, a copy to
+        the CPU without ``non_blocking``) later in the same function. The copy and those
+        reads share a stream, so the blocking one waits for the copy too."""
+        stmt: ast.AST = copy
+        for parent in self.ctx.ancestors(copy):
+            if isinstance(parent, ast.stmt):
+                stmt = parent
+                break
+        target = ""
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = self._dotted(stmt.targets[0])
+        block: ast.AST = stmt
+        for parent in self.ctx.ancestors(stmt):
+            siblings = _stmt_list_containing(parent, block)
+            if siblings is not None:
+                after = siblings[next(i for i, s in enumerate(siblings) if s is block) + 1 :]
+                for node in _walk_local(after):
+                    if (
+                        target
+                        and isinstance(getattr(node, "ctx", None), ast.Load)
+                        and self._dotted(node) == target
+                    ):
+                        return False  # read before any sync
+                    if isinstance(node, ast.Call) and self._waits_for_device(node, target):
+                        return True
+            if isinstance(parent, _SCOPES):
+                return False
+            block = parent
+        return False
+
+    def _waits_for_device(self, call: ast.Call, target: str) -> bool:
+        name = _last_name_of(call.func)
+        if name_tokens(name) & {"synchronize", "synchronise", "sync"}:
+            return True
+        method = _method(call)
+        receiver = self._dotted(call.func.value) if method else ""  # type: ignore[attr-defined]
+        if target and receiver == target:
+            return False
+        if method in ("item", "tolist", "cpu"):
+            return True
+        if method == "to" and call.args and self._is_cpu(call.args[0]):
+            non_blocking = _kw(call, "non_blocking")
+            return non_blocking is None or not _is_true(non_blocking.value)
+        return False
 
     def _is_cpu(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Constant):
@@ -1000,20 +1200,14 @@ class Checker:
         for loop_node in ast.walk(self.ctx.tree):
             if not isinstance(loop_node, (ast.For, ast.AsyncFor)):
                 continue
-            source = loop_node.iter
-            while (
-                isinstance(source, ast.Call)
-                and source.args
-                and (
-                    (isinstance(source.func, ast.Name) and source.func.id in ("enumerate", "iter"))
-                    or (self.ctx.qualname(source.func) or "").startswith("tqdm")
-                )
-            ):
-                source = source.args[0]
-            if not isinstance(source, ast.Name):
-                continue
-            loader = self._unpinned_loader(source.id, loop_node)
-            if loader is None:
+            # the loader itself, or handed to a wrapper: enumerate(loader), tqdm(loader),
+            # logger.log_every(loader, 10), zip(loader_a, loader_b)
+            source = None
+            for name in _names_handed(loop_node.iter):
+                if self._unpinned_loader(name.id, loop_node) is not None:
+                    source = name
+                    break
+            if source is None:
                 continue
             batch_names = set(_names_bound(loop_node.target))
             for node in _walk_local(loop_node.body):
@@ -1070,10 +1264,14 @@ class Checker:
         for call, name in self.ctx.call_names:
             if name not in _FACTORIES:
                 continue
-            if any(_kw(call, k) for k in ("device", "out", "requires_grad", "pin_memory")):
-                continue
+            if any(
+                _kw(call, k) for k in ("device", "out", "requires_grad", "pin_memory", "generator")
+            ):
+                continue  # a generator draws on its own device
             if _has_star_kwargs(call):
                 continue
+            if name not in _DETERMINISTIC and name != "torch.arange" and self.ctx.in_test(call):
+                continue  # tests draw on the CPU for the same numbers on every device
             attr = self.ctx.parents.get(call)
             move = self.ctx.parents.get(attr) if attr is not None else None
             if not (
@@ -1084,7 +1282,7 @@ class Checker:
             ):
                 continue
             device_text = self._move_target(move)
-            if device_text is None:
+            if device_text is None or self.ctx.in_fake_mode(call):
                 continue
             suggest = f"{name}(..., device={device_text})"
             fix = self._construct_fix(call, move, name, device_text)
@@ -1142,21 +1340,88 @@ class Checker:
     # ---- TPL3xx: memory and checkpoints --------------------------------------------------
 
     def check_tpl301(self) -> None:
-        saved: set[str] | None = None
         for call, name in self.ctx.call_names:
             if name not in ("torch.load", "torch.jit.load") or _has_star_kwargs(call):
                 continue
             if _kw(call, "map_location") is not None or len(call.args) >= 2 or not call.args:
                 continue
-            if saved is None:
-                saved = {
-                    self._file_key(c.args[1])
-                    for c, n in self.ctx.call_names
-                    if n in ("torch.save", "torch.jit.save") and len(c.args) >= 2
-                }
-            if self._file_key(call.args[0]) in saved:
-                continue  # this program wrote the file itself: same machine, same devices
+            if self._saved_here(call) or not self._loads_a_checkpoint(call):
+                continue
             self._emit("TPL301", call, call=f"{name}(...)")
+
+    @cached_property
+    def _saved_files(self) -> set[str]:
+        return {
+            self._file_key(c.args[1])
+            for c, n in self.ctx.call_names
+            if n in ("torch.save", "torch.jit.save") and len(c.args) >= 2
+        }
+
+    def _saved_here(self, load: ast.Call) -> bool:
+        """Whether this program wrote what it loads, on this machine: the file saves to
+        the same path, a test saves something before loading, the argument comes from a
+        ``save*`` helper, or bytes in memory are loaded in a file that saves to bytes."""
+        arg = load.args[0]
+        if self._file_key(arg) in self._saved_files:
+            return True
+        scope = self.ctx.scope_of(load)
+        body = scope.body if isinstance(scope, (*_FUNCS, ast.Module)) else []
+        source = arg
+        if isinstance(arg, ast.Name):
+            for node in _walk_local(body):
+                if (
+                    isinstance(node, ast.Assign)
+                    and node.lineno < load.lineno
+                    and any(arg.id in _names_bound(t) for t in node.targets)
+                ):
+                    source = node.value
+        if isinstance(source, ast.Call):
+            words = name_tokens(_last_name_of(source.func))
+            if "save" in words or "saved" in words:
+                return True
+            if words & {"bytes", "io"} and self._saved_files:
+                return True  # io.BytesIO(row): bytes this file serialised
+        if self.ctx.in_test(load):
+            return any(
+                isinstance(n, ast.Call)
+                and n.lineno < load.lineno
+                and name_tokens(_last_name_of(n.func)) & {"save", "saved"}
+                for n in _walk_local(body)
+            )
+        return False
+
+    def _loads_a_checkpoint(self, load: ast.Call) -> bool:
+        """Whether what is loaded is model state, which a GPU run saves on the GPU: it
+        goes into ``load_state_dict``/``set_*state_dict``, or the call, the name it is
+        bound to or the path says state, weights, checkpoint or model. Data files,
+        metrics and caches are written on the CPU as a rule: silent."""
+        words = _tokens_of_expr(load.args[0])
+        node: ast.AST = load
+        parent = self.ctx.parents.get(node)
+        while isinstance(parent, ast.Subscript) and parent.value is node:  # torch.load(p)["model"]
+            words |= _tokens_of_expr(parent.slice)
+            node, parent = parent, self.ctx.parents.get(parent)
+        if isinstance(parent, ast.Call):
+            words |= name_tokens(_last_name_of(parent.func))
+        elif isinstance(parent, (ast.Assign, ast.AnnAssign)):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            for target in targets:
+                words |= name_tokens(self._dotted(target).rpartition(".")[2])
+                if isinstance(target, ast.Name):
+                    words |= self._callers_of(target.id, load)
+        return bool(words & _CHECKPOINT_WORDS)
+
+    def _callers_of(self, name: str, after: ast.AST) -> set[str]:
+        """The words of the functions a name is handed to after ``after``."""
+        scope = self.ctx.scope_of(after)
+        body = scope.body if isinstance(scope, (*_FUNCS, ast.Module)) else []
+        words: set[str] = set()
+        for node in _walk_local(body):
+            if isinstance(node, ast.Call) and node.lineno >= after.lineno:  # type: ignore[attr-defined]
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    if _root_name(arg) is not None and _root_name(arg).id == name:  # type: ignore[union-attr]
+                        words |= name_tokens(_last_name_of(node.func))
+        return words
 
     def _file_key(self, expr: ast.AST) -> str:
         """The file an argument names, as text: ``args.save`` for ``f`` after
@@ -1178,15 +1443,57 @@ class Checker:
 
     def check_tpl302(self) -> None:
         for call, name in self.ctx.call_names:
-            if name != "torch.load" or _has_star_kwargs(call):
+            if name != "torch.load":
+                continue
+            if _has_star_kwargs(call) and not self._kwargs_lack(call, "weights_only"):
                 continue
             if _kw(call, "weights_only") is None and len(call.args) < 4:
                 self._emit("TPL302", call, call="torch.load(...)")
 
+    def _kwargs_lack(self, call: ast.Call, key: str) -> bool:
+        """Whether every ``**kwargs`` of ``call`` is a dict built in the same function
+        (``{...}`` or ``dict(...)``) that never gets ``key``."""
+        scope = self.ctx.scope_of(call)
+        body = scope.body if isinstance(scope, (*_FUNCS, ast.Module)) else []
+        for star in (k for k in call.keywords if k.arg is None):
+            if not isinstance(star.value, ast.Name):
+                return False
+            name = star.value.id
+            built = False
+            for node in _walk_local(body):
+                if isinstance(node, ast.Assign) and any(
+                    name in _names_bound(t) for t in node.targets
+                ):
+                    value = node.value
+                    if isinstance(value, ast.Dict) and all(k is not None for k in value.keys):
+                        keys = {k.value for k in value.keys if isinstance(k, ast.Constant)}
+                        built = key not in keys and len(keys) == len(value.keys)
+                    elif isinstance(value, ast.Call) and _last_name_of(value.func) == "dict":
+                        built = not value.args and all(
+                            k.arg is not None and k.arg != key for k in value.keywords
+                        )
+                    else:
+                        return False
+                    if not built:
+                        return False
+                elif (
+                    isinstance(node, ast.Subscript)
+                    and isinstance(node.ctx, ast.Store)
+                    and self._dotted(node.value) == name
+                ) or (
+                    isinstance(node, ast.Call)
+                    and _method(node) in ("update", "setdefault")
+                    and self._dotted(node.func.value) == name  # type: ignore[attr-defined]
+                ):
+                    return False  # kwargs["..."] = ..., kwargs.update(...): may add it
+            if not built:
+                return False
+        return True
+
     def check_tpl303(self) -> None:
         for loop in self.loops.values():
-            if loop.retains_graph or not loop.loss_names:
-                continue
+            if loop.retains_graph or not loop.loss_names or self.ctx.in_test(loop.node):
+                continue  # a test's few steps
             for node in _walk_local(loop.node.body):  # type: ignore[attr-defined]
                 added: ast.Name | None = None
                 acc: ast.AST | None = None
@@ -1248,8 +1555,27 @@ class Checker:
 
     def check_tpl401(self) -> None:
         for call, name in self.ctx.call_names:
-            if name in ("torch.nn.DataParallel", "torch.nn.parallel.data_parallel"):
+            if (
+                name in ("torch.nn.DataParallel", "torch.nn.parallel.data_parallel")
+                and not self._inference_only
+            ):
                 self._emit("TPL401", call)
+
+    @cached_property
+    def _inference_only(self) -> bool:
+        """Whether the file only runs models: it never trains (no backward, no optimizer
+        step) and evaluates (``.eval()``, ``no_grad``, ``inference_mode``). PyTorch's
+        advice against DataParallel is about training."""
+        evaluates = False
+        for call, name in self.ctx.call_names:
+            method = _method(call)
+            if method in ("backward", "manual_backward"):
+                return False
+            if method == "step" and self._is_optimizer(call.func.value):  # type: ignore[attr-defined]
+                return False
+            if method == "eval" or name in ("torch.no_grad", "torch.inference_mode"):
+                evaluates = True
+        return evaluates
 
     def check_tpl402(self) -> None:
         calls = {id(c.func): c for c in self.ctx.calls}
@@ -1266,6 +1592,8 @@ class Checker:
                 continue
             if isinstance(node, ast.Name) and isinstance(parent, (ast.ImportFrom, ast.Import)):
                 continue
+            if self._compat_fallback(node):
+                continue
             new, device = _AMP[name]
             call = calls.get(id(node))
             fix = self._amp_fix(node, call, new, device)
@@ -1275,6 +1603,26 @@ class Checker:
                 else (f'{new}(device_type="{device}")')
             )
             self._emit("TPL402", call or node, fix, old=name, new=shown_new)
+
+    def _compat_fallback(self, node: ast.AST) -> bool:
+        """Whether ``node`` is the old API kept for old torch: in an ``except`` handler of
+        a ``try`` that uses ``torch.amp``, or that catches ``AttributeError``/``ImportError``."""
+        for parent in self.ctx.ancestors(node):
+            if isinstance(parent, ast.ExceptHandler):
+                caught = _tokens_of_expr(parent.type) if parent.type is not None else set()
+                if caught & {"attribute", "import", "module"}:
+                    return True
+                tried = self.ctx.parents.get(parent)
+                if isinstance(tried, ast.Try) and any(
+                    self.ctx.qualname(n) == "torch.amp"
+                    for stmt in tried.body
+                    for n in ast.walk(stmt)
+                    if isinstance(n, ast.Attribute)
+                ):
+                    return True
+            if isinstance(parent, _SCOPES):
+                return False
+        return False
 
     def _amp_fix(self, node: ast.AST, call: ast.Call | None, new: str, device: str) -> Fix | None:
         root = _root_name(node)
@@ -1372,6 +1720,64 @@ def _may_be_tensor(value: ast.AST) -> bool:
         if isinstance(value.func, ast.Name) and value.func.id in ("float", "int", "len", "sum"):
             return False
     return True
+
+
+# what a checkpoint's path, name or consumer says
+_CHECKPOINT_WORDS = frozenset(
+    {
+        "state", "states", "dict", "ckpt", "checkpoint", "checkpoints", "weights", "weight",
+        "model", "models", "pretrained", "resume", "params", "parameters", "sd", "pth",
+    }
+)  # fmt: skip
+
+
+def _tokens_of_expr(expr: ast.AST) -> set[str]:
+    """The words of the names, attributes and strings in an expression
+    (``args.resume``, ``f"{out}/ckpt_{step}.pt"``)."""
+    words: set[str] = set()
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name):
+            words |= name_tokens(node.id)
+        elif isinstance(node, ast.Attribute):
+            words |= name_tokens(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            words |= name_tokens(node.value)
+    return words
+
+
+def _names_handed(expr: ast.AST) -> Iterator[ast.Name]:
+    """``expr`` if it is a name, else the names passed to it as a call, recursively."""
+    if isinstance(expr, ast.Name):
+        yield expr
+    elif isinstance(expr, ast.Call):
+        for arg in [*expr.args, *(k.value for k in expr.keywords)]:
+            yield from _names_handed(arg)
+
+
+def _last_name_of(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _most_steps(parent: ast.AST, child: ast.AST) -> bool:
+    """Whether ``child`` is the ``else`` of a periodic test (``if step % 100 == 0:``),
+    which runs on every other step."""
+    if not isinstance(parent, ast.If) or not any(child is s for s in parent.orelse):
+        return False
+    return _periodic(parent.test)
+
+
+def _periodic(test: ast.AST) -> bool:
+    """``step % n == 0``, ``not step % n``, or an ``and`` with one of them."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_periodic(v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return isinstance(test.operand, ast.BinOp) and isinstance(test.operand.op, ast.Mod)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        sides = (test.left, test.comparators[0])
+        return any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mod) for x in sides)
+    return False
 
 
 def _field_of(parent: ast.AST, child: ast.AST) -> str:

@@ -111,15 +111,19 @@ def lint_source(
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
     codes: Sequence[str] | None = None,
+    context_path: str | None = None,
 ) -> list[Finding]:
     """Lint Python source text.
 
     Args:
         source: the program text.
         path: the name the findings carry.
-        select: rule codes or prefixes to check (default: every rule).
+        select: rule codes or prefixes to check (default: the rules on by default).
         ignore: rule codes or prefixes not to check.
         codes: an already resolved list of codes (overrides select/ignore).
+        context_path: where the file sits in the project being linted (default:
+            ``path``); a ``tests``/``test``/``testing`` folder in it, or a ``test_*.py``
+            name, makes the file test code, which some rules judge differently.
 
     Returns:
         The findings, sorted by line and column, without those silenced by
@@ -134,7 +138,7 @@ def lint_source(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are not ours
             tree = ast.parse(source, filename=path)
-        raw = Checker(tree, source).run(active)
+        raw = Checker(tree, source, context_path or path).run(active)
     except SyntaxError as e:
         if "TPL001" not in active:
             return []
@@ -211,11 +215,24 @@ def lint_file(
         [(2, 'TPL401')]
     """
     codes = resolve_codes(select, ignore)
-    findings, _ = _lint_one(Path(path), codes)
+    findings, _ = _lint_one(Path(path), codes, Path(path).name)
     return findings
 
 
-def _lint_one(path: Path, codes: Sequence[str]) -> tuple[list[Finding], int | Skipped]:
+def _context_path(file: Path, roots: Sequence[Path]) -> str:
+    """``file`` relative to the folder it was found under (its name if given alone)."""
+    for root in roots:
+        if root.is_dir():
+            try:
+                return file.relative_to(root).as_posix()
+            except ValueError:
+                continue
+    return file.name
+
+
+def _lint_one(
+    path: Path, codes: Sequence[str], context_path: str
+) -> tuple[list[Finding], int | Skipped]:
     try:
         text = read_source(path)
     except (UnicodeDecodeError, SyntaxError, LookupError) as e:
@@ -223,9 +240,8 @@ def _lint_one(path: Path, codes: Sequence[str]) -> tuple[list[Finding], int | Sk
         return found, 0
     if isinstance(text, Skipped):
         return [], text
-    return lint_source(text, str(path), codes=codes), text.count("\n") + (
-        0 if text.endswith("\n") or not text else 1
-    )
+    findings = lint_source(text, str(path), codes=codes, context_path=context_path)
+    return findings, text.count("\n") + (0 if text.endswith("\n") or not text else 1)
 
 
 def lint_paths(
@@ -251,8 +267,9 @@ def lint_paths(
     codes = resolve_codes(select, ignore)
     files = list(iter_python_files(paths, respect_gitignore=respect_gitignore))
     result = LintResult()
+    roots = [Path(p) for p in paths]
     for i, file in enumerate(files, 1):
-        findings, lines = _lint_one(file, codes)
+        findings, lines = _lint_one(file, codes, _context_path(file, roots))
         if isinstance(lines, Skipped):
             result.skipped.append(lines)
         else:

@@ -26,7 +26,13 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from torchplace.lint.engine import LintResult, Skipped, _syntax_finding, lint_source
+from torchplace.lint.engine import (
+    LintResult,
+    Skipped,
+    _context_path,
+    _syntax_finding,
+    lint_source,
+)
 from torchplace.lint.files import iter_python_files
 from torchplace.lint.finding import Edit, Finding
 from torchplace.lint.rules import resolve_codes
@@ -86,8 +92,12 @@ def fix_source(
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
     codes: Sequence[str] | None = None,
+    context_path: str | None = None,
 ) -> tuple[str, int, list[Finding]]:
     """Fix what can be fixed safely, re-linting after each pass (at most 10).
+
+    ``context_path`` is where the file sits in the project, as for
+    :func:`~torchplace.lint.engine.lint_source`.
 
     Returns:
         ``(new_source, fixed, remaining)``: the rewritten text, how many findings were
@@ -95,7 +105,7 @@ def fix_source(
     """
     active = tuple(codes) if codes is not None else resolve_codes(select, ignore)
     fixed = 0
-    findings = lint_source(source, path, codes=active)
+    findings = lint_source(source, path, codes=active, context_path=context_path)
     for _ in range(_MAX_PASSES):
         fixable = [f for f in findings if f.fix is not None]
         if not fixable:
@@ -104,7 +114,7 @@ def fix_source(
         if count == 0 or new == source or not _parses(new):
             break
         source, fixed = new, fixed + count
-        findings = lint_source(source, path, codes=active)
+        findings = lint_source(source, path, codes=active, context_path=context_path)
     return source, fixed, findings
 
 
@@ -135,6 +145,7 @@ def fix_paths(
     codes = resolve_codes(select, ignore)
     files = list(iter_python_files(paths, respect_gitignore=respect_gitignore))
     result = LintResult()
+    roots = [Path(p) for p in paths]
     for i, file in enumerate(files, 1):
         if progress is not None:
             progress(i, len(files), str(file))
@@ -152,7 +163,9 @@ def fix_paths(
             result.skipped.append(read)
             continue
         text, encoding, newline = read
-        new, fixed, findings = fix_source(text, str(file), codes=codes)
+        new, fixed, findings = fix_source(
+            text, str(file), codes=codes, context_path=_context_path(file, roots)
+        )
         if fixed:
             with open(file, "w", encoding=encoding, newline=newline) as f:
                 f.write(new)
