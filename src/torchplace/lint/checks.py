@@ -657,8 +657,25 @@ class Checker:
             if not self._subtracts(siblings[end:], start_name):
                 continue
             region = siblings[index + 1 : end]
-            if region and self._unsynced_work(region, self._placed_at(region[0])):
+            # a sync just before the clock starts says the author times device work
+            device_work = index > 0 and self._syncs(siblings[index - 1])
+            if region and self._unsynced_work(region, self._placed_at(region[0]), device_work):
                 self._emit("TPL105", siblings[end], fix=self._sync_fix(siblings[end]))
+
+    def _syncs(self, stmt: ast.stmt) -> bool:
+        """Whether a statement synchronises (also under ``if torch.cuda.is_available():``)."""
+        return any(
+            isinstance(n, ast.Call) and self._is_sync(n, self.ctx.qualname(n.func), _method(n))
+            for n in ast.walk(stmt)
+        )
+
+    @staticmethod
+    def _is_sync(call: ast.Call, name: str | None, method: str | None) -> bool:
+        """A synchronisation: ``.synchronize()``, a host read, or a helper named for one
+        (``cuda_sync()``, ``device_synchronize()``)."""
+        if method in _SYNC_ATTRS or (name and name.endswith(".synchronize")):
+            return True
+        return bool(name_tokens(_last_name_of(call.func)) & {"synchronize", "synchronise", "sync"})
 
     def _clock_in(self, stmt: ast.stmt) -> str | None:
         """``"top"`` if ``stmt`` reads a clock in its own expressions, ``"nested"`` if only
@@ -764,12 +781,15 @@ class Checker:
         parts.append(node.id)
         return ".".join(reversed(parts))
 
-    def _unsynced_work(self, region: list[ast.stmt], placed: set[str]) -> bool:
+    def _unsynced_work(
+        self, region: list[ast.stmt], placed: set[str], device_work: bool = False
+    ) -> bool:
         """Whether ``region`` launches device work after its last synchronisation.
 
         Work: a torch operation, backward(), optimizer.step(), or a call or arithmetic on
-        something placed on a device. After the last work, a sync or any call it does not
-        know (which might synchronise) makes it answer False.
+        something placed on a device; with ``device_work`` (the timing starts after a
+        sync), any call that is not known to be harmless. After the last work, a sync or
+        any call it does not know (which might synchronise) makes it answer False.
         """
         last_work = None
         last_other = None
@@ -785,9 +805,11 @@ class Checker:
                 continue
             name = self.ctx.qualname(node.func)
             method = _method(node)
-            if method in _SYNC_ATTRS or (name and name.endswith(".synchronize")):
+            if self._is_sync(node, name, method):
                 last_other = max(last_other or pos, pos)
-            elif self._is_work(node, name, method, placed):
+            elif self._is_work(node, name, method, placed) or (
+                device_work and not self._harmless(node, name, method)
+            ):
                 last_work = max(last_work or pos, pos)
             elif not self._harmless(node, name, method):
                 last_other = max(last_other or pos, pos)
@@ -971,8 +993,8 @@ class Checker:
                 return isinstance(parent.func, ast.Name) and parent.func.id in (
                     "int", "float", "bool", "range", "len",
                 )  # fmt: skip
-            if isinstance(parent, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
-                child = parent
+            if isinstance(parent, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Tuple)):
+                child = parent  # (a tuple: one index of x[:, mask])
                 continue
             if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)):
                 return child is parent.test and child is not node
