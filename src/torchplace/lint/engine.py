@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchplace.lint.checks import Checker, RawFinding
+from torchplace.lint.config import LintConfig
 from torchplace.lint.files import iter_python_files
 from torchplace.lint.finding import Finding
 from torchplace.lint.rules import RULES, resolve_codes
@@ -230,6 +231,14 @@ def _context_path(file: Path, roots: Sequence[Path]) -> str:
     return file.name
 
 
+def _codes_for(file: Path, codes: Sequence[str], config: LintConfig | None) -> Sequence[str]:
+    """``codes`` less what the configuration's per-file ignores turn off for ``file``."""
+    if config is None or not config.per_file_ignores:
+        return codes
+    off = config.ignored_for(file)
+    return [c for c in codes if c not in off] if off else codes
+
+
 def _lint_one(
     path: Path, codes: Sequence[str], context_path: str
 ) -> tuple[list[Finding], int | Skipped]:
@@ -251,6 +260,7 @@ def lint_paths(
     ignore: Iterable[str] | None = None,
     respect_gitignore: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
+    config: LintConfig | None = None,
 ) -> LintResult:
     """Lint files and folders (``*.py`` under folders, .gitignore respected).
 
@@ -260,16 +270,20 @@ def lint_paths(
         ignore: rule codes or prefixes not to check.
         respect_gitignore: skip what .gitignore files ignore.
         progress: called as ``progress(done, total, path)`` after each file.
+        config: a project's ``[tool.torchplace.lint]`` (its selection, under ``select``
+            and ``ignore``, and its per-file ignores).
 
     Raises:
         ValueError: a path does not exist (``LintPathError``) or a code names no rule.
     """
-    codes = resolve_codes(select, ignore)
+    codes = config.codes(select, ignore) if config else resolve_codes(select, ignore)
     files = list(iter_python_files(paths, respect_gitignore=respect_gitignore))
     result = LintResult()
     roots = [Path(p) for p in paths]
     for i, file in enumerate(files, 1):
-        findings, lines = _lint_one(file, codes, _context_path(file, roots))
+        findings, lines = _lint_one(
+            file, _codes_for(file, codes, config), _context_path(file, roots)
+        )
         if isinstance(lines, Skipped):
             result.skipped.append(lines)
         else:

@@ -26,9 +26,11 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from torchplace.lint.config import LintConfig
 from torchplace.lint.engine import (
     LintResult,
     Skipped,
+    _codes_for,
     _context_path,
     _syntax_finding,
     lint_source,
@@ -135,6 +137,7 @@ def fix_paths(
     ignore: Iterable[str] | None = None,
     respect_gitignore: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
+    config: LintConfig | None = None,
 ) -> LintResult:
     """Fix files in place (same encoding and line endings), then report what is left.
 
@@ -142,7 +145,7 @@ def fix_paths(
         A :class:`LintResult` whose ``findings`` are those left after fixing and whose
         ``fixed`` counts the fixes applied.
     """
-    codes = resolve_codes(select, ignore)
+    codes = config.codes(select, ignore) if config else resolve_codes(select, ignore)
     files = list(iter_python_files(paths, respect_gitignore=respect_gitignore))
     result = LintResult()
     roots = [Path(p) for p in paths]
@@ -164,7 +167,10 @@ def fix_paths(
             continue
         text, encoding, newline = read
         new, fixed, findings = fix_source(
-            text, str(file), codes=codes, context_path=_context_path(file, roots)
+            text,
+            str(file),
+            codes=_codes_for(file, codes, config),
+            context_path=_context_path(file, roots),
         )
         if fixed:
             with open(file, "w", encoding=encoding, newline=newline) as f:

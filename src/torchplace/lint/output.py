@@ -29,6 +29,8 @@ from torchplace.lint.rules import RULES
 __all__ = [
     "JSON_SCHEMA_VERSION",
     "SARIF_SCHEMA_URI",
+    "format_github",
+    "format_statistics",
     "format_text",
     "json_schema",
     "summary_line",
@@ -47,6 +49,54 @@ _SCHEMA_FILE = Path(__file__).resolve().parent.parent / "data" / "lint-report.sc
 def format_text(result: LintResult) -> str:
     """One ``path:line:col: CODE message`` line per finding."""
     return "\n".join(f.format() for f in result.findings)
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def format_github(result: LintResult) -> str:
+    """GitHub Actions workflow commands: one ``::warning`` (``::error`` for TPL001) per
+    finding, which GitHub shows on the pull request's changed lines.
+
+    Examples:
+        >>> from torchplace.lint.finding import Finding
+        >>> result = LintResult([Finding("a.py", 3, 5, "TPL401", "use DDP", 3, 20)])
+        >>> print(format_github(result))
+        ::warning file=a.py,line=3,col=5,endLine=3,endColumn=20,title=TPL401 data-parallel::use DDP
+    """
+    lines = []
+    for f in result.findings:
+        level = "error" if f.code == "TPL001" else "warning"
+        props = [f"file={_escape_property(f.path)}", f"line={f.line}", f"col={f.col}"]
+        if f.end_line:
+            props += [f"endLine={f.end_line}", f"endColumn={f.end_col or f.col}"]
+        props.append(f"title={_escape_property(f'{f.code} {RULES[f.code].name}')}")
+        lines.append(f"::{level} {','.join(props)}::{_escape_data(f.message)}")
+    return "\n".join(lines)
+
+
+def format_statistics(result: LintResult) -> str:
+    """How many findings each rule has, most first (``--statistics``).
+
+    Examples:
+        >>> from torchplace.lint.finding import Finding
+        >>> result = LintResult([Finding("a.py", 3, 5, "TPL401", "m")] * 2)
+        >>> print(format_statistics(result))
+        2  TPL401  data-parallel
+    """
+    counts = Counter(f.code for f in result.findings)
+    fixable = Counter(f.code for f in result.findings if f.fixable)
+    width = len(str(max(counts.values(), default=0)))
+    rows = []
+    for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        mark = f"  ({fixable[code]} fixable)" if fixable[code] else ""
+        rows.append(f"{n:>{width}}  {code}  {RULES[code].name}{mark}")
+    return "\n".join(rows)
 
 
 def summary_line(result: LintResult) -> str:

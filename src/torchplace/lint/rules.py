@@ -31,6 +31,7 @@ __all__ = [
     "SIM_EVENT_RULES",
     "Rule",
     "UnknownRuleError",
+    "default_codes",
     "resolve_codes",
     "rules_for_sim_event",
 ]
@@ -49,6 +50,9 @@ class Rule:
         fixable: whether ``--fix`` resolves (some of) its findings without changing
             what the program computes.
         sim_events: the simulator event kinds this rule's pattern produces at run time.
+        default: whether the rule runs without ``--select``. A rule whose findings were
+            not worth acting on at least 80% of the time on code it was not tuned on is
+            opt-in: ``--select`` must name its full code (or ``ALL``).
     """
 
     code: str
@@ -58,6 +62,7 @@ class Rule:
     hint: str
     fixable: bool = False
     sim_events: tuple[str, ...] = ()
+    default: bool = True
 
     @property
     def doc(self) -> str:
@@ -269,32 +274,44 @@ class UnknownRuleError(ValueError):
     hint = "run `torchplace lint --list-rules` to see every rule"
 
 
-def _expand(items: Iterable[str], option: str) -> set[str]:
+def _expand(items: Iterable[str], option: str, *, opt_in: bool) -> set[str]:
+    """The codes that items name; a prefix names opt-in rules only with ``opt_in``."""
     codes: set[str] = set()
     for item in items:
         for part in item.split(","):
             token = part.strip().upper()
             if not token:
                 continue
+            if token == "ALL":
+                codes |= set(RULES)
+                continue
             matched = {c for c in RULES if c.startswith(token)}
             if not token.startswith("TPL") or not matched:
                 raise UnknownRuleError(
                     f"{option} {part.strip()!r} names no rule; valid codes are "
-                    f"{', '.join(RULES)} (or a prefix such as TPL1)."
+                    f"{', '.join(RULES)} (or a prefix such as TPL1, or ALL)."
                 )
+            if not opt_in and token not in RULES:
+                matched = {c for c in matched if RULES[c].default}
             codes |= matched
     return codes
+
+
+def default_codes() -> tuple[str, ...]:
+    """The codes that run when nothing is selected."""
+    return tuple(c for c, r in RULES.items() if r.default)
 
 
 def resolve_codes(
     select: Iterable[str] | None = None, ignore: Iterable[str] | None = None
 ) -> tuple[str, ...]:
-    """The codes to check: ``select`` (default: all) less ``ignore``.
+    """The codes to check: ``select`` (default: the rules on by default) less ``ignore``.
 
     Each item may be a comma-separated list of codes or code prefixes (``TPL1`` means
-    every ``TPL1xx`` rule). Raises :class:`UnknownRuleError` (a ``ValueError``) for an
-    item that names no rule.
+    every ``TPL1xx`` rule that is on by default), or ``ALL``. An opt-in rule runs only
+    when named by its full code or by ``ALL``. Raises :class:`UnknownRuleError` (a
+    ``ValueError``) for an item that names no rule.
     """
-    chosen = _expand(select, "--select") if select else set(RULES)
-    chosen -= _expand(ignore or (), "--ignore")
+    chosen = _expand(select, "--select", opt_in=False) if select else set(default_codes())
+    chosen -= _expand(ignore or (), "--ignore", opt_in=True)
     return tuple(c for c in RULES if c in chosen)
