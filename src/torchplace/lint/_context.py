@@ -430,7 +430,7 @@ class Context:
                 return True
         return any(
             (self._cuda_only_call(call, name) or _gpu_named_call(call))
-            and not self._conditional_in(call, self.tree)
+            and not self.conditional_in(call, self.tree)
             for call, name in self.call_names
         )
 
@@ -488,7 +488,7 @@ class Context:
         return any(
             isinstance(n, ast.Call)
             and self._cuda_only_call(n, self.qualname(n.func))
-            and not self._conditional_in(n, scope)
+            and not self.conditional_in(n, scope)
             for n in _walk_local(scope.body)
         )
 
@@ -543,7 +543,7 @@ class Context:
                 return True
         return False
 
-    def _conditional_in(self, node: ast.AST, scope: ast.AST) -> bool:
+    def conditional_in(self, node: ast.AST, scope: ast.AST) -> bool:
         """Whether ``node`` runs under a condition (or a ``try``) inside ``scope``."""
         child = node
         for parent in self.ancestors(node):

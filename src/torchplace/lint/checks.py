@@ -79,6 +79,7 @@ _LEGACY = frozenset(
         "BoolTensor",
     ]
 )
+_RANDOM = frozenset(f"torch.{n}" for n in ["rand", "randn", "randint", "randperm"])
 # factories whose result is the same on any device (random ones differ per generator)
 _DETERMINISTIC = frozenset(f"torch.{n}" for n in ["zeros", "empty", "ones", "full", "eye"])
 _CLOCKS = frozenset(
@@ -243,6 +244,7 @@ class _Loop:
         self.loss_names: set[str] = set()  # names backward() was called on
         self.retains_graph = False
         self.branches: set[tuple[int, str]] = set()  # (id(parent), field) on backward paths
+        self.syncs: bool | None = None  # whether every step synchronises anyway
 
     @property
     def first_backward_line(self) -> int:
@@ -368,6 +370,11 @@ class Checker:
         first = call.args[0] if call.args else None
         if not isinstance(first, ast.Name) or self._is_optimizer(first):
             return None
+        assign = self.ctx.parents.get(call)
+        if isinstance(assign, ast.Assign) and any(
+            first.id in _names_bound(t) for t in assign.targets
+        ):
+            return None  # model, optimizer = prepare(model, optimizer): wraps, does not train
         bound_here = any(
             isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
             and any(
@@ -439,12 +446,14 @@ class Checker:
             return call.args[0].id
         return None
 
-    def every_step(self, node: ast.AST) -> _Loop | None:
+    def every_step(self, node: ast.AST, *, read: bool = True) -> _Loop | None:
         """The training loop in which ``node`` runs on every step, else ``None``.
 
         ``None`` when ``node`` is not in a training loop, or runs only under a condition
         that the backward call is not under too (``if step % 100 == 0:``), or after an
-        early ``continue``/``break`` that follows the backward call.
+        early ``continue``/``break`` that follows the backward call, or in test code.
+        With ``read`` (a host read), also ``None`` in a loop that synchronises every step
+        by design.
         """
         loops = self.loops
         if not loops or self.ctx.in_test(node):
@@ -477,9 +486,24 @@ class Checker:
                 # a `continue` between the backward call and node makes node periodic
                 if any(line > loop.first_backward_line for line in exits):
                     conditional = True
-                return None if conditional else loop
+                if conditional or (read and self._syncs_each_step(loop)):
+                    return None
+                return loop
             child = parent
         return None
+
+    def _syncs_each_step(self, loop: _Loop) -> bool:
+        """Whether the loop already waits for the device every step by design: its body
+        calls ``synchronize()`` or ``empty_cache()`` unconditionally (a loop that measures
+        memory or time per step); one more read costs nothing there."""
+        if loop.syncs is None:
+            loop.syncs = any(
+                isinstance(n, ast.Call)
+                and _method(n) in ("synchronize", "empty_cache")
+                and not self.ctx.conditional_in(n, loop.node)
+                for n in _walk_local(loop.node.body)  # type: ignore[attr-defined]
+            )
+        return loop.syncs
 
     @cached_property
     def _all_branches(self) -> set[tuple[int, str]]:
@@ -621,7 +645,7 @@ class Checker:
         if not self.loops:
             return
         for call, name in self.ctx.call_names:
-            if name in _EMPTY_CACHE and self.every_step(call) is not None:
+            if name in _EMPTY_CACHE and self.every_step(call, read=False) is not None:
                 self._emit("TPL104", call, call=f"{name}()")
 
     def check_tpl105(self) -> None:
@@ -1292,8 +1316,8 @@ class Checker:
                 continue  # a generator draws on its own device
             if _has_star_kwargs(call):
                 continue
-            if name not in _DETERMINISTIC and name != "torch.arange" and self.ctx.in_test(call):
-                continue  # tests draw on the CPU for the same numbers on every device
+            if name in _RANDOM and not self._per_step(call):
+                continue  # a one-time CPU draw: cheap, and the same numbers on every device
             attr = self.ctx.parents.get(call)
             move = self.ctx.parents.get(attr) if attr is not None else None
             if not (
@@ -1309,6 +1333,20 @@ class Checker:
             suggest = f"{name}(..., device={device_text})"
             fix = self._construct_fix(call, move, name, device_text)
             self._emit("TPL206", call, fix, call=f"{name}(...).{attr.attr}(...)", suggest=suggest)
+
+    def _per_step(self, node: ast.AST) -> bool:
+        """Whether ``node`` runs again and again outside tests: in a loop, or in a module's
+        ``forward``."""
+        if self.ctx.in_test(node):
+            return False
+        for parent in self.ctx.ancestors(node):
+            if isinstance(parent, _LOOPS):
+                return True
+            if isinstance(parent, _FUNCS):
+                return parent.name == "forward" or any(
+                    isinstance(p, _LOOPS) for p in self.ctx.ancestors(parent)
+                )
+        return False
 
     def _move_target(self, move: ast.Call) -> str | None:
         """The device a ``.to(...)``/``.cuda(...)`` moves to, as source text, if it is one."""
@@ -1369,6 +1407,8 @@ class Checker:
                 continue
             if self._saved_here(call) or not self._loads_a_checkpoint(call):
                 continue
+            if self.ctx.gpu_only(call):
+                continue  # code that runs only with a GPU loads GPU checkpoints fine
             self._emit("TPL301", call, call=f"{name}(...)")
 
     @cached_property
