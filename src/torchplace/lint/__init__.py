@@ -14,7 +14,9 @@ Examples:
     ...     "    loss.backward()\\n    print(loss.item())\\n"
     ... )
     >>> [(f.line, f.code) for f in lint.lint_source(src)]
-    [(3, 'TPL203'), (5, 'TPL101')]
+    [(5, 'TPL101')]
+    >>> [(f.line, f.code) for f in lint.lint_source(src, select=["TPL203"])]  # opt-in
+    [(3, 'TPL203')]
     >>> lint.rules_for_sim_event("item")
     ('TPL101',)
 """

@@ -153,6 +153,11 @@ _AMP = {
     "torch.cuda.amp.custom_fwd": ("torch.amp.custom_fwd", "cuda"),
     "torch.cuda.amp.custom_bwd": ("torch.amp.custom_bwd", "cuda"),
 }
+# nn.Module methods that launch no kernel (TPL105 does not count them as device work)
+_BOOKKEEPING = frozenset(
+    {"train", "eval", "parameters", "named_parameters", "modules", "named_modules",
+     "children", "state_dict", "zero_grad", "requires_grad_", "register_forward_hook"}
+)  # fmt: skip
 _EMPTY_CACHE = ("torch.cuda.empty_cache", "torch.mps.empty_cache", "torch.xpu.empty_cache")
 _MOVES = frozenset({"to", "cuda", "type_as", "to_device", "copy_"})
 
@@ -687,11 +692,14 @@ class Checker:
                 self._emit("TPL105", siblings[end], fix=self._sync_fix(siblings[end]))
 
     def _syncs(self, stmt: ast.stmt) -> bool:
-        """Whether a statement synchronises (also under ``if torch.cuda.is_available():``)."""
-        return any(
-            isinstance(n, ast.Call) and self._is_sync(n, self.ctx.qualname(n.func), _method(n))
-            for n in ast.walk(stmt)
-        )
+        """Whether a statement waits for an accelerator (also under ``if
+        torch.cuda.is_available():``); ``torch.cpu.synchronize()`` does not."""
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Call):
+                name = self.ctx.qualname(n.func)
+                if not (name or "").startswith("torch.cpu.") and self._is_sync(n, name, _method(n)):
+                    return True
+        return False
 
     @staticmethod
     def _is_sync(call: ast.Call, name: str | None, method: str | None) -> bool:
@@ -858,6 +866,8 @@ class Checker:
         if method == "step" and "opt" in self._dotted(func.value).lower():  # type: ignore[attr-defined]
             return True
         callee = self._dotted(func)
+        if method in _BOOKKEEPING:
+            return False  # model.train(), model.eval(): no kernel
         # model(x), x.matmul(y): calls on placed objects (not f(model): f may synchronise)
         return callee in placed or bool(method and self._dotted(func.value) in placed)  # type: ignore[attr-defined]
 

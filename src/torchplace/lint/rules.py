@@ -152,6 +152,7 @@ _RULE_LIST = (
         "device once and pass it",
         'choose once: device = "cuda" if torch.cuda.is_available() else "cpu", then .to(device)',
         sim_events=("invalid device",),
+        default=False,
     ),
     Rule(
         "TPL204",
