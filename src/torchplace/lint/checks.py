@@ -547,29 +547,60 @@ class Checker:
     def check_tpl101(self) -> None:
         if not self.ctx.uses_accelerator or not self.loops:
             return
-        lines: set[int] = set()
+        found: dict[int, tuple[ast.Call, str]] = {}  # one per line: the first read there
         for call, name in self.ctx.call_names:
-            if call.lineno in lines:
-                continue  # one finding per line: one sync is enough to move
             method = _method(call)
+            shown = None
             if method in _HOST_READS:
                 if method != "cpu" and call.args:
                     continue
                 receiver = call.func.value  # type: ignore[attr-defined]
                 if self._not_a_tensor(receiver) or _reads_host_already(receiver):
                     continue
-                if self.every_step(call) is None:
+                loop = self.every_step(call)
+                if loop is None or self._as_loaded(receiver, loop, call):
                     continue
-                lines.add(call.lineno)
-                self._emit("TPL101", call, call=f".{method}()")
+                shown = f".{method}()"
             elif name in ("builtins.float", None) and isinstance(call.func, ast.Name):
                 if call.func.id not in ("float", "int") or len(call.args) != 1:
                     continue
                 arg = call.args[0]
                 loop = self.every_step(call)
                 if loop and isinstance(arg, ast.Name) and self.known_tensor(arg.id, loop):
-                    lines.add(call.lineno)
-                    self._emit("TPL101", call, call=f"{call.func.id}({arg.id})")
+                    shown = f"{call.func.id}({arg.id})"
+            if shown is not None:
+                first = found.get(call.lineno)
+                if first is None or call.col_offset < first[0].col_offset:
+                    found[call.lineno] = (call, shown)
+        for call, shown in found.values():
+            self._emit("TPL101", call, call=shown)
+
+    def _as_loaded(self, receiver: ast.AST, loop: _Loop, read: ast.AST) -> bool:
+        """Whether ``receiver`` is still what the loop's iterator gave (a DataLoader's
+        batch is on the CPU): rooted at the loop's target, and neither re-bound nor moved
+        (``x.to(device)`` as a statement) in the loop body before ``read``."""
+        root = _root_name(receiver)
+        node = loop.node
+        if root is None or not isinstance(node, (ast.For, ast.AsyncFor)):
+            return False
+        if root.id not in set(_names_bound(node.target)):
+            return False
+        for stmt in _walk_local(node.body):
+            if getattr(stmt, "lineno", read.lineno) >= read.lineno:  # type: ignore[attr-defined]
+                continue
+            if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                if any(root.id in _names_bound(t) for t in targets):
+                    return False
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                moved_root = _root_name(stmt.value)
+                if (
+                    _method(stmt.value) in ("to", "cuda")
+                    and moved_root is not None
+                    and moved_root.id == root.id
+                ):
+                    return False
+        return True
 
     def _not_a_tensor(self, receiver: ast.AST) -> bool:
         if isinstance(receiver, (ast.Constant, ast.List, ast.Dict, ast.Tuple, ast.JoinedStr)):
@@ -840,7 +871,7 @@ class Checker:
             if self._is_sync(node, name, method):
                 last_other = max(last_other or pos, pos)
             elif self._is_work(node, name, method, placed) or (
-                device_work and not self._harmless(node, name, method)
+                device_work and not self._harmless(node, name, method) and not _reports(node)
             ):
                 last_work = max(last_work or pos, pos)
             elif not self._harmless(node, name, method):
@@ -994,8 +1025,10 @@ class Checker:
         """Whether a value is only consumed on the host, where the CPU is the right device
         (a GPU value would cost a sync): read with ``.item()``/``.tolist()``, compared in
         a condition (``if torch.rand(1) < p:``), an index or slice bound, an argument of
-        ``int()``/``float()``/``range()``; for a name, every use of it is one of these."""
-        parent = self.ctx.parents.get(node)
+        ``int()``/``float()``/``range()``; for a name it is bound to (through methods and
+        slices: ``keep = torch.randperm(n)[:k]``), every use of the name is one of these."""
+        value = self._chain_end(node)
+        parent = self.ctx.parents.get(value)
         if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
             target = parent.targets[0]
             if not isinstance(target, ast.Name):
@@ -1008,32 +1041,50 @@ class Checker:
             return bool(uses) and all(self._host_use(u) for u in uses)
         return self._host_use(node)
 
+    def _chain_end(self, node: ast.AST) -> ast.AST:
+        """The end of the method calls and slices applied to ``node``
+        (``torch.randperm(n)[:k].long()`` for ``torch.randperm(n)``)."""
+        while True:
+            parent = self.ctx.parents.get(node)
+            if isinstance(parent, ast.Subscript) and parent.value is node:
+                node = parent
+            elif isinstance(parent, ast.Attribute) and parent.value is node:
+                call = self.ctx.parents.get(parent)
+                if not isinstance(call, ast.Call) or call.func is not parent:
+                    return node
+                if parent.attr in ("item", "tolist", "numpy"):
+                    return node
+                node = call
+            else:
+                return node
+
     def _host_use(self, node: ast.AST) -> bool:
         child = node
-        for parent in self.ctx.ancestors(node):
-            if isinstance(parent, ast.Attribute):
-                grand = self.ctx.parents.get(parent)
-                if isinstance(grand, ast.Call) and grand.func is parent:
-                    if parent.attr in ("item", "tolist", "numpy"):
-                        return True
-                    child = grand  # a method: follow its result (.long(), .view())
-                    continue
-                return False
-            if isinstance(parent, ast.Subscript):
-                return child is parent.slice  # an index, not the indexed value
-            if isinstance(parent, ast.Slice):
+        while True:
+            parent = self.ctx.parents.get(child)
+            if isinstance(parent, ast.Attribute) and parent.value is child:
+                call = self.ctx.parents.get(parent)
+                if not isinstance(call, ast.Call) or call.func is not parent:
+                    return False
+                if parent.attr in ("item", "tolist", "numpy"):
+                    return True
+                child = call  # a method: follow its result (.long(), .view())
+            elif isinstance(parent, ast.Subscript):
+                if child is parent.slice:
+                    return True  # an index, not the indexed value
+                child = parent  # a slice of it: follow
+            elif isinstance(parent, ast.Slice):
                 return True
-            if isinstance(parent, ast.Call):
+            elif isinstance(parent, ast.Call):
                 return isinstance(parent.func, ast.Name) and parent.func.id in (
                     "int", "float", "bool", "range", "len",
                 )  # fmt: skip
-            if isinstance(parent, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Tuple)):
+            elif isinstance(parent, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Tuple)):
                 child = parent  # (a tuple: one index of x[:, mask])
-                continue
-            if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+            elif isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)):
                 return child is parent.test and child is not node
-            return False
-        return False
+            else:
+                return False
 
     def _moved_after(self, node: ast.AST) -> bool:
         """Whether a method chain on ``node`` moves it (``torch.zeros(n).float().to(x)``)."""
@@ -1417,8 +1468,8 @@ class Checker:
                 continue
             if self._saved_here(call) or not self._loads_a_checkpoint(call):
                 continue
-            if self.ctx.gpu_only(call):
-                continue  # code that runs only with a GPU loads GPU checkpoints fine
+            if self.ctx.gpu_only(call) or self.ctx.in_test(call):
+                continue  # GPU-only code loads GPU checkpoints fine; a test loads its own
             self._emit("TPL301", call, call=f"{name}(...)")
 
     @cached_property
@@ -1431,8 +1482,8 @@ class Checker:
 
     def _saved_here(self, load: ast.Call) -> bool:
         """Whether this program wrote what it loads, on this machine: the file saves to
-        the same path, a test saves something before loading, the argument comes from a
-        ``save*`` helper, or bytes in memory are loaded in a file that saves to bytes."""
+        the same path (or path pattern), the argument comes from a ``save*`` helper, or
+        bytes in memory are loaded in a file that saves to bytes."""
         arg = load.args[0]
         if self._file_key(arg) in self._saved_files:
             return True
@@ -1453,13 +1504,6 @@ class Checker:
                 return True
             if words & {"bytes", "io"} and self._saved_files:
                 return True  # io.BytesIO(row): bytes this file serialised
-        if self.ctx.in_test(load):
-            return any(
-                isinstance(n, ast.Call)
-                and n.lineno < load.lineno
-                and name_tokens(_last_name_of(n.func)) & {"save", "saved"}
-                for n in _walk_local(body)
-            )
         return False
 
     def _loads_a_checkpoint(self, load: ast.Call) -> bool:
@@ -1497,7 +1541,9 @@ class Checker:
 
     def _file_key(self, expr: ast.AST) -> str:
         """The file an argument names, as text: ``args.save`` for ``f`` after
-        ``with open(args.save, "rb") as f``."""
+        ``with open(args.save, "rb") as f``; a formatted path by its template
+        (``"ckpt_%d.pth" % epoch`` and ``"ckpt_%d.pth" % args.epoch`` are one file
+        pattern, as a program saves and later resumes it)."""
         if isinstance(expr, ast.Name):
             for parent in self.ctx.ancestors(expr):
                 if isinstance(parent, (ast.With, ast.AsyncWith)):
@@ -1510,8 +1556,9 @@ class Checker:
                             and isinstance(ctx_expr, ast.Call)
                             and ctx_expr.args
                         ):
-                            return self._text(ctx_expr.args[0])
-        return self._text(expr)
+                            return self._file_key(ctx_expr.args[0])
+        template = _path_template(expr)
+        return template if template is not None else self._text(expr)
 
     def check_tpl302(self) -> None:
         for call, name in self.ctx.call_names:
@@ -1630,6 +1677,7 @@ class Checker:
             if (
                 name in ("torch.nn.DataParallel", "torch.nn.parallel.data_parallel")
                 and not self._inference_only
+                and not self.ctx.in_test(call)  # a test of DataParallel support
             ):
                 self._emit("TPL401", call)
 
@@ -1677,8 +1725,39 @@ class Checker:
             self._emit("TPL402", call or node, fix, old=name, new=shown_new)
 
     def _compat_fallback(self, node: ast.AST) -> bool:
-        """Whether ``node`` is the old API kept for old torch: in an ``except`` handler of
-        a ``try`` that uses ``torch.amp``, or that catches ``AttributeError``/``ImportError``."""
+        """Whether ``node`` is the old API kept for old torch, or not a use at all: in an
+        ``except`` handler of a ``try`` that uses ``torch.amp`` (or that catches
+        ``AttributeError``/``ImportError``), in a branch of a test of torch's version or
+        of ``hasattr(torch.amp, ...)``, a name imported in such a place, or a class named
+        in ``isinstance``/``issubclass``/``assertIsInstance`` (no object is made, nothing
+        warns)."""
+        parent = self.ctx.parents.get(node)
+        if (
+            isinstance(parent, (ast.Call, ast.Tuple))
+            and node is not getattr(parent, "func", None)
+            and any(
+                isinstance(p, ast.Call)
+                and any(w in _last_name_of(p.func).lower() for w in ("isinstance", "issubclass"))
+                for p in (parent, self.ctx.parents.get(parent))
+            )
+        ):
+            return True
+        if isinstance(node, ast.Name):
+            binding = self._import_of(node.id)
+            if binding is not None and self._in_compat_branch(binding):
+                return True
+        return self._in_compat_branch(node)
+
+    def _import_of(self, name: str) -> ast.AST | None:
+        for stmt in ast.walk(self.ctx.tree):
+            if isinstance(stmt, ast.ImportFrom) and any(
+                (a.asname or a.name) == name for a in stmt.names
+            ):
+                return stmt
+        return None
+
+    def _in_compat_branch(self, node: ast.AST) -> bool:
+        child = node
         for parent in self.ctx.ancestors(node):
             if isinstance(parent, ast.ExceptHandler):
                 caught = _tokens_of_expr(parent.type) if parent.type is not None else set()
@@ -1692,8 +1771,13 @@ class Checker:
                     if isinstance(n, ast.Attribute)
                 ):
                     return True
+            if isinstance(parent, ast.If) and child is not parent.test:
+                words = _tokens_of_expr(parent.test)
+                if words & {"version", "hasattr"}:
+                    return True  # if TORCH_VERSION < ...: / if hasattr(torch.amp, ...):
             if isinstance(parent, _SCOPES):
                 return False
+            child = parent
         return False
 
     def _amp_fix(self, node: ast.AST, call: ast.Call | None, new: str, device: str) -> Fix | None:
@@ -1815,6 +1899,43 @@ def _tokens_of_expr(expr: ast.AST) -> set[str]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             words |= name_tokens(node.value)
     return words
+
+
+def _reports(call: ast.Call) -> bool:
+    """A call that reports rather than computes: ``print(...)``, ``logger.info(...)``,
+    ``f.write(...)`` (it may read a tensor, but it launches no device work)."""
+    return _last_name_of(call.func) in (
+        "print", "info", "debug", "warning", "error", "write", "log", "set_postfix",
+    )  # fmt: skip
+
+
+def _path_template(expr: ast.AST) -> str | None:
+    """The constant text of a formatted path with its fields blanked:
+    ``"out/%s_%d.pth" % (a, b)`` and ``f"out/{a}_{b}.pth"`` give ``"out/{}_{}.pth"``."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod):
+        expr = expr.left
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        text = expr.value
+        for spec in ("%s", "%d", "%i", "%f", "%r"):
+            text = text.replace(spec, "{}")
+        return text
+    if isinstance(expr, ast.JoinedStr):
+        return "".join(
+            v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}"
+            for v in expr.values
+        )
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "format"
+        and isinstance(expr.func.value, ast.Constant)
+        and isinstance(expr.func.value.value, str)
+    ):
+        return "".join(
+            part if i % 2 == 0 else "{}"
+            for i, part in enumerate(expr.func.value.value.replace("}", "{").split("{"))
+        )
+    return None
 
 
 def _names_handed(expr: ast.AST) -> Iterator[ast.Name]:
