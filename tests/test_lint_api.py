@@ -41,7 +41,7 @@ def test_every_module_has_all(name: str) -> None:
 
 def test_lint_does_not_import_torch(tmp_path: Path) -> None:
     script = tmp_path / "t.py"
-    script.write_text("import torch\nm = torch.nn.DataParallel(net)\n")
+    script.write_text("import torch\nm = torch.load('ckpt.pt')\n")
     code = (
         "import sys\nfrom torchplace.lint import lint_file\n"
         f"print(len(lint_file({str(script)!r})), 'torch' in sys.modules)"
@@ -82,7 +82,7 @@ def test_lint_paths_counts_and_progress(tmp_path: Path) -> None:
         (tmp_path / f"m{i}.py").write_text("import torch\ntorch.load('ckpt.pt')\n")
     seen: list[tuple[int, int]] = []
     result = lint.lint_paths([tmp_path], progress=lambda done, total, _: seen.append((done, total)))
-    assert (result.files, result.lines, len(result.findings)) == (3, 6, 6)
+    assert (result.files, result.lines, len(result.findings)) == (3, 6, 3)
     assert seen == [(1, 3), (2, 3), (3, 3)]
     with pytest.raises(lint.LintPathError, match="no such file or folder"):
         lint.lint_paths([tmp_path / "nope"])

@@ -86,14 +86,14 @@ def test_fixes_that_could_change_behaviour_are_not_offered(code: str, source: st
 def test_cli_fix_rewrites_in_place_keeps_line_endings_and_reports_the_rest(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_bytes(
-        b"import torch\r\nz = torch.zeros(3).to(device)\r\nm = torch.nn.DataParallel(net)\r\n"
+        b"import torch\r\nz = torch.zeros(3).to(device)\r\nm = torch.load('ckpt.pt')\r\n"
     )
     done = run_torchplace("lint", "--fix", str(script), cwd=tmp_path)
-    assert done.returncode == 1  # TPL401 has no fix and is still there
+    assert done.returncode == 1  # TPL302 has no fix and is still there
     assert script.read_bytes() == (
-        b"import torch\r\nz = torch.zeros(3, device=device)\r\nm = torch.nn.DataParallel(net)\r\n"
+        b"import torch\r\nz = torch.zeros(3, device=device)\r\nm = torch.load('ckpt.pt')\r\n"
     )
-    assert "TPL401" in done.stdout and "TPL206" not in done.stdout
+    assert "TPL302" in done.stdout and "TPL206" not in done.stdout
     assert "Fixed 1." in done.stderr
 
     clean = tmp_path / "clean.py"

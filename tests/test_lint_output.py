@@ -60,7 +60,7 @@ def test_json_schema_rejects_what_it_should() -> None:
 
 
 def test_sarif_validates_against_the_official_schema(project: Path) -> None:
-    done = run_torchplace("lint", "--sarif", "out.sarif", ".", cwd=project)
+    done = run_torchplace("lint", "--select", "ALL", "--sarif", "out.sarif", ".", cwd=project)
     assert done.returncode == 1
     sarif = json.loads((project / "out.sarif").read_text())
     schema = json.loads(SARIF_SCHEMA.read_text())
@@ -84,6 +84,6 @@ def test_sarif_validates_against_the_official_schema(project: Path) -> None:
 
 
 def test_sarif_to_stdout_is_json_only(project: Path) -> None:
-    done = run_torchplace("lint", "--sarif", "-", "tpl401.py", cwd=project)
+    done = run_torchplace("lint", "--select", "ALL", "--sarif", "-", "tpl401.py", cwd=project)
     assert done.returncode == 1
     assert json.loads(done.stdout)["version"] == "2.1.0"

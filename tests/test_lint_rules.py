@@ -71,15 +71,17 @@ def test_noqa_silences_the_named_rule_only() -> None:
         "c = torch.load('ckpt.pt')  # noqa\n"
         "d = torch.load('ckpt.pt')  # noqa: E501\n"
     )
-    found = [(f.line, f.code) for f in lint_source(src, select=["TPL3"])]
+    found = [(f.line, f.code) for f in lint_source(src, select=["TPL301,TPL302"])]
     assert found == [(2, "TPL302"), (5, "TPL301"), (5, "TPL302")]
 
 
 def test_select_and_ignore_by_prefix() -> None:
     src = "import torch\ntorch.load('ckpt.pt')\nimport torch.nn as nn\nnn.DataParallel(m)\n"
-    assert {f.code for f in lint_source(src)} == {"TPL301", "TPL302", "TPL401"}
-    assert {f.code for f in lint_source(src, select=["TPL3"])} == {"TPL301", "TPL302"}
-    assert {f.code for f in lint_source(src, ignore=["TPL30"])} == {"TPL401"}
+    assert {f.code for f in lint_source(src)} == {"TPL302"}  # TPL301, TPL401 are opt-in
+    assert {f.code for f in lint_source(src, select=["ALL"])} == {"TPL301", "TPL302", "TPL401"}
+    assert {f.code for f in lint_source(src, select=["TPL3"])} == {"TPL302"}  # a prefix: default
+    assert {f.code for f in lint_source(src, select=["TPL3", "TPL301"])} == {"TPL301", "TPL302"}
+    assert {f.code for f in lint_source(src, select=["ALL"], ignore=["TPL30"])} == {"TPL401"}
     with pytest.raises(ValueError, match=r"TPL999.*names no rule; valid codes are TPL001"):
         lint_source(src, select=["TPL999"])
 

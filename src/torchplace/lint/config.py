@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchplace.lint.rules import UnknownRuleError, resolve_codes
+from torchplace.lint.rules import UnknownRuleError, check_codes, resolve_codes
 
 __all__ = ["ConfigError", "LintConfig", "find_config", "load_config"]
 
@@ -163,9 +163,9 @@ def load_config(path: str | os.PathLike[str]) -> LintConfig:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where}: {key} must be a list of rule codes, not {value!r}")
         try:
-            resolve_codes(["ALL"], value)  # every item names a rule
+            check_codes(value, key)
         except UnknownRuleError as e:
-            raise ConfigError(f"{where}: {key}: {e}") from e
+            raise ConfigError(f"{where}: {e}") from e
         return tuple(value)
 
     per_file = table.get("per-file-ignores", {})

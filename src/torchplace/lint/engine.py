@@ -211,9 +211,9 @@ def lint_file(
         >>> import tempfile, os
         >>> with tempfile.TemporaryDirectory() as d:
         ...     p = os.path.join(d, "m.py")
-        ...     _ = open(p, "w").write("import torch.nn as nn\\nnet = nn.DataParallel(net)\\n")
+        ...     _ = open(p, "w").write("import torch\\nz = torch.zeros(3).to(device)\\n")
         ...     [(f.line, f.code) for f in lint_file(p)]
-        [(2, 'TPL401')]
+        [(2, 'TPL206')]
     """
     codes = resolve_codes(select, ignore)
     findings, _ = _lint_one(Path(path), codes, Path(path).name)

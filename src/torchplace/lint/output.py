@@ -179,7 +179,10 @@ def to_sarif(result: LintResult, *, base: str | os.PathLike[str] | None = None) 
                 "shortDescription": {"text": rule.title},
                 "fullDescription": {"text": rule.message.format_map(_Placeholder())},
                 "help": {"text": f"{rule.hint}. Documentation: {rule.doc}"},
-                "defaultConfiguration": {"level": "error" if rule.code == "TPL001" else "warning"},
+                "defaultConfiguration": {
+                    "level": "error" if rule.code == "TPL001" else "warning",
+                    "enabled": rule.default,
+                },
                 "properties": {"fixable": rule.fixable, "tags": ["pytorch", "gpu"]},
             }
         )

@@ -31,6 +31,7 @@ __all__ = [
     "SIM_EVENT_RULES",
     "Rule",
     "UnknownRuleError",
+    "check_codes",
     "default_codes",
     "resolve_codes",
     "rules_for_sim_event",
@@ -122,6 +123,7 @@ _RULE_LIST = (
         "reading the clock",
         "call torch.cuda.synchronize() before reading the clock (or use torch.cuda.Event timing)",
         fixable=True,
+        default=False,
     ),
     Rule(
         "TPL201",
@@ -142,6 +144,7 @@ _RULE_LIST = (
         'self.register_buffer("{name}", ...)',
         'register it: self.register_buffer("name", tensor, persistent=False)',
         sim_events=("device mismatch",),
+        default=False,
     ),
     Rule(
         "TPL203",
@@ -163,6 +166,7 @@ _RULE_LIST = (
         "non_blocking (or synchronise before reading)",
         "use non_blocking only host-to-device from pinned memory",
         sim_events=("to cpu",),
+        default=False,
     ),
     Rule(
         "TPL205",
@@ -190,6 +194,7 @@ _RULE_LIST = (
         "from: a GPU checkpoint fails on a machine without that GPU; pass "
         'map_location="cpu" (or the target device)',
         'torch.load(path, map_location="cpu")',
+        default=False,
     ),
     Rule(
         "TPL302",
@@ -217,6 +222,7 @@ _RULE_LIST = (
         "memory on GPU 0) and PyTorch recommends against it; use DistributedDataParallel "
         "(torchplace run / torchrun)",
         "use DistributedDataParallel, one process per GPU (see docs/ddp.md)",
+        default=False,
     ),
     Rule(
         "TPL402",
@@ -226,6 +232,7 @@ _RULE_LIST = (
         "device type; use `{new}`",
         'torch.amp.autocast("cuda", ...) and torch.amp.GradScaler("cuda", ...)',
         fixable=True,
+        default=False,
     ),
 )
 
@@ -296,6 +303,11 @@ def _expand(items: Iterable[str], option: str, *, opt_in: bool) -> set[str]:
                 matched = {c for c in matched if RULES[c].default}
             codes |= matched
     return codes
+
+
+def check_codes(items: Iterable[str], option: str) -> None:
+    """Raise :class:`UnknownRuleError` naming ``option`` for an item that names no rule."""
+    _expand(items, option, opt_in=True)
 
 
 def default_codes() -> tuple[str, ...]:
