@@ -53,9 +53,12 @@ def _read_labels(path: Path, commits: dict[str, str]) -> dict[Key, tuple[str, st
     with open(path, newline="", encoding="utf-8") as f:
         for n, row in enumerate(csv.DictReader(f), 2):
             if commits.get(row["repo"]) != row["commit"]:
-                raise SystemExit(f"{path}:{n}: {row['repo']} at {row['commit']} is not in repos.csv")
+                raise SystemExit(
+                    f"{path}:{n}: {row['repo']} at {row['commit']} is not in repos.csv"
+                )
             if row["verdict"] not in VERDICTS:
-                raise SystemExit(f"{path}:{n}: verdict {row['verdict']!r} is not one of {VERDICTS}")
+                verdict = row["verdict"]
+                raise SystemExit(f"{path}:{n}: verdict {verdict!r} is not one of {VERDICTS}")
             key = (row["repo"], row["path"], int(row["line"]), int(row["column"]), row["code"])
             labels[key] = (row["verdict"], row["reason"])
     return labels
@@ -147,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.todo is not None:
         with open(args.todo, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
-            writer.writerow(["repo", "commit", "path", "line", "column", "code", "verdict", "reason"])
+            writer.writerow(
+                ["repo", "commit", "path", "line", "column", "code", "verdict", "reason"]
+            )
             writer.writerows(todo)
     if not table:
         print("no labelled repository found; nothing measured", file=sys.stderr)
@@ -187,8 +192,9 @@ def main(argv: list[str] | None = None) -> int:
                 default.update(c)
         judged_all = totals["actionable"] + totals["not"]
         judged_default = default["actionable"] + default["not"]
-        print(f"\n{split}: every rule {_precision(totals['actionable'], judged_all)} actionable; "
-              f"the rules on by default {_precision(default['actionable'], judged_default)}")  # fmt: skip
+        every = _precision(totals["actionable"], judged_all)
+        on = _precision(default["actionable"], judged_default)
+        print(f"\n{split}: every rule {every} actionable; the rules on by default {on}")
         print(f"linted {totals['lines']:,} lines in {totals['seconds'] / 1000:.2f} CPU s")
     return 1 if problems else 0
 

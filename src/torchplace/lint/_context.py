@@ -248,6 +248,11 @@ class Context:
         """
         if self.device_strings:
             return True
+        if any(
+            target.startswith(("accelerate", "lightning", "pytorch_lightning"))
+            for target in self.aliases.values()
+        ):
+            return True  # these frameworks put the model on the accelerator
         for attr in self.attributes:
             if attr.attr in ("cuda", "accelerator", "device"):
                 return True
@@ -446,6 +451,29 @@ class Context:
             ):
                 values[stmt.targets[0].id] = stmt.value
         return values
+
+    def module_constant(self, name: str) -> ast.expr | None:
+        """The constant a module-level name is bound to once (``DEVICE = "cuda"``), if it
+        is never re-bound anywhere in the file."""
+        value = self._module_values.get(name)
+        if not isinstance(value, ast.Constant) or name in self._rebound:
+            return None
+        return value
+
+    @cached_property
+    def _rebound(self) -> set[str]:
+        """Names bound more than once in the file (any scope), or declared global."""
+        seen: set[str] = set()
+        twice: set[str] = set()
+        for node in ast.walk(self.tree):
+            names: list[str] = []
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names = [node.id]
+            elif isinstance(node, ast.Global):
+                twice.update(node.names)
+            for n in names:
+                (twice if n in seen else seen).add(n)
+        return twice
 
     def _top_statements(self) -> Iterator[ast.stmt]:
         """The module's statements, with those of its ``if __name__ == "__main__":``."""

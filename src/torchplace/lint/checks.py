@@ -458,18 +458,24 @@ class Checker:
         that the backward call is not under too (``if step % 100 == 0:``), or after an
         early ``continue``/``break`` that follows the backward call, or in test code.
         With ``read`` (a host read), also ``None`` in a loop that synchronises every step
-        by design.
+        by design, and in a ``while`` loop inside the training loop that does not train
+        itself (an environment rollout or a generation loop: its reads drive it). A
+        framework's per-step hook (Lightning's ``training_step``) counts as the body of a
+        training loop.
         """
         loops = self.loops
-        if not loops or self.ctx.in_test(node):
+        if not (loops or self._framework_steps) or self.ctx.in_test(node):
             return None
         conditional = False
         exits: list[int] = []
         child = node
         for parent in self.ctx.ancestors(node):
             if isinstance(parent, _SCOPES):
-                return None
+                step = self._framework_steps.get(parent)
+                return None if conditional or step is None else step
             loop = loops.get(parent)
+            if read and isinstance(parent, ast.While) and loop is None:
+                return None  # a rollout or generation loop inside a step: its reads drive it
             if (
                 conditional_step(parent, child)
                 and not self.ctx.is_main_guard(parent)
@@ -497,14 +503,29 @@ class Checker:
             child = parent
         return None
 
+    @cached_property
+    def _framework_steps(self) -> dict[ast.AST, _Loop]:
+        """Per-step hooks that a framework calls in its training loop: ``training_step``
+        of a module class (PyTorch Lightning's hook). Its returned name is the loss."""
+        steps: dict[ast.AST, _Loop] = {}
+        for cls in self._module_classes():
+            for method in cls.body:
+                if isinstance(method, _FUNCS) and method.name == "training_step":
+                    step = _Loop(method)
+                    for node in _walk_local(method.body):
+                        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
+                            step.loss_names.add(node.value.id)
+                    steps[method] = step
+        return steps
+
     def _syncs_each_step(self, loop: _Loop) -> bool:
         """Whether the loop already waits for the device every step by design: its body
-        calls ``synchronize()`` or ``empty_cache()`` unconditionally (a loop that measures
-        memory or time per step); one more read costs nothing there."""
+        calls ``synchronize()`` unconditionally (a loop that times each step); one more
+        read costs nothing there. (``empty_cache()`` does not count: it is TPL104's.)"""
         if loop.syncs is None:
             loop.syncs = any(
                 isinstance(n, ast.Call)
-                and _method(n) in ("synchronize", "empty_cache")
+                and _method(n) == "synchronize"
                 and not self.ctx.conditional_in(n, loop.node)
                 for n in _walk_local(loop.node.body)  # type: ignore[attr-defined]
             )
@@ -545,7 +566,7 @@ class Checker:
     # ---- TPL1xx: host-device synchronisation ----------------------------------------
 
     def check_tpl101(self) -> None:
-        if not self.ctx.uses_accelerator or not self.loops:
+        if not self.ctx.uses_accelerator or not (self.loops or self._framework_steps):
             return
         found: dict[int, tuple[ast.Call, str]] = {}  # one per line: the first read there
         for call, name in self.ctx.call_names:
@@ -612,7 +633,7 @@ class Checker:
         return target is not None and target.partition(".")[0] in ("numpy", "pandas", "math")
 
     def check_tpl102(self) -> None:
-        if not self.ctx.uses_accelerator or not self.loops:
+        if not self.ctx.uses_accelerator or not (self.loops or self._framework_steps):
             return
         for node in ast.walk(self.ctx.tree):
             target: ast.AST | None = None
@@ -644,7 +665,7 @@ class Checker:
             self._emit("TPL102", name, name=name.id)
 
     def check_tpl103(self) -> None:
-        if not self.ctx.uses_accelerator or not self.loops:
+        if not self.ctx.uses_accelerator or not (self.loops or self._framework_steps):
             return
         for node in ast.walk(self.ctx.tree):
             tests: list[ast.AST] = []
@@ -900,7 +921,13 @@ class Checker:
         if method in _BOOKKEEPING:
             return False  # model.train(), model.eval(): no kernel
         # model(x), x.matmul(y): calls on placed objects (not f(model): f may synchronise)
-        return callee in placed or bool(method and self._dotted(func.value) in placed)  # type: ignore[attr-defined]
+        if callee in placed or bool(method and self._dotted(func.value) in placed):  # type: ignore[attr-defined]
+            return True
+        # model(batch.cuda()): a module fed what was just moved to the device runs there
+        return not method and any(
+            isinstance(a, ast.Call) and self._on_device(a) and _method(a) in ("to", "cuda")
+            for a in call.args
+        )
 
     @staticmethod
     def _harmless(call: ast.Call, name: str | None, method: str | None) -> bool:
@@ -1000,9 +1027,7 @@ class Checker:
                 continue
             if any(_kw(node, k) for k in ("device", "out", "generator")) or _has_star_kwargs(node):
                 continue  # out= and a generator decide the device themselves
-            if name == "torch.tensor" and not (
-                node.args and isinstance(node.args[0], (ast.List, ast.Tuple, ast.ListComp))
-            ):
+            if name == "torch.tensor" and not (node.args and _is_list_expr(node.args[0])):
                 continue  # a 0-dim tensor mixes with CUDA tensors; unknown data: silent
             if name in _LEGACY and not node.args:
                 continue
@@ -1186,7 +1211,7 @@ class Checker:
             return False
         name = self.ctx.qualname(expr.func)
         if name in ("torch.tensor", "torch.as_tensor"):
-            if not (expr.args and isinstance(expr.args[0], (ast.List, ast.Tuple, ast.ListComp))):
+            if not (expr.args and _is_list_expr(expr.args[0])):
                 return False  # 0-dim tensors mix with CUDA tensors; unknown data: silent
         elif name not in _FACTORIES and name not in _LEGACY and name != "torch.from_numpy":
             return False
@@ -1212,18 +1237,28 @@ class Checker:
             seen.add(line)
             self._emit("TPL203", node, what=what)
 
+        def cuda_value(node: ast.AST) -> str | None:
+            """``'cuda'`` for a CUDA string, or a module-level name bound once to one."""
+            if isinstance(node, ast.Name):
+                bound = ctx.module_constant(node.id)
+                if bound is not None and _cuda_const(bound):
+                    return node.id
+                return None
+            return repr(node.value) if _cuda_const(node) else None  # type: ignore[attr-defined]
+
         for call, name in self.ctx.call_names:
             method = _method(call)
             if method == "cuda" and name != "torch.cuda":
                 emit(call, "`.cuda()`")
-            elif method == "to" and call.args and _cuda_const(call.args[0]):
-                emit(call, f"`.to({call.args[0].value!r})`")  # type: ignore[attr-defined]
+            elif method == "to" and call.args and cuda_value(call.args[0]):
+                emit(call, f"`.to({cuda_value(call.args[0])})`")
             elif name == "torch.device" and call.args and _cuda_const(call.args[0]):
                 emit(call, f"`torch.device({call.args[0].value!r})`")  # type: ignore[attr-defined]
             else:
                 device = _kw(call, "device")
-                if device is not None and _cuda_const(device.value):
-                    emit(call, f"`device={device.value.value!r}`")  # type: ignore[attr-defined]
+                shown = cuda_value(device.value) if device is not None else None
+                if shown:
+                    emit(call, f"`device={shown}`")
         for attr in self.ctx.attributes:
             name = self.ctx.qualname(attr)
             if name and name.startswith("torch.cuda.") and name[11:] in _LEGACY_CUDA:
@@ -1396,18 +1431,32 @@ class Checker:
             self._emit("TPL206", call, fix, call=f"{name}(...).{attr.attr}(...)", suggest=suggest)
 
     def _per_step(self, node: ast.AST) -> bool:
-        """Whether ``node`` runs again and again outside tests: in a loop, or in a module's
-        ``forward``."""
+        """Whether ``node`` runs again and again outside tests: in a loop, in a module's
+        ``forward``, or in a function that the file calls in a loop."""
         if self.ctx.in_test(node):
             return False
         for parent in self.ctx.ancestors(node):
             if isinstance(parent, _LOOPS):
                 return True
             if isinstance(parent, _FUNCS):
-                return parent.name == "forward" or any(
-                    isinstance(p, _LOOPS) for p in self.ctx.ancestors(parent)
+                return (
+                    parent.name == "forward"
+                    or parent.name in self._called_in_loops
+                    or any(isinstance(p, _LOOPS) for p in self.ctx.ancestors(parent))
                 )
         return False
+
+    @cached_property
+    def _called_in_loops(self) -> set[str]:
+        """Names of the functions this file calls inside a loop (``gradient_penalty(...)``
+        in a training loop runs every step)."""
+        names = set()
+        for call in self.ctx.calls:
+            if isinstance(call.func, ast.Name) and any(
+                isinstance(p, _LOOPS) for p in self.ctx.ancestors(call)
+            ):
+                names.add(call.func.id)
+        return names
 
     def _move_target(self, move: ast.Call) -> str | None:
         """The device a ``.to(...)``/``.cuda(...)`` moves to, as source text, if it is one."""
@@ -1899,6 +1948,15 @@ def _tokens_of_expr(expr: ast.AST) -> set[str]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             words |= name_tokens(node.value)
     return words
+
+
+def _is_list_expr(node: ast.AST) -> bool:
+    """A literal sequence, a comprehension, or ``+``/``*`` of them (``[1.0] + [2.0] * k``)."""
+    if isinstance(node, (ast.List, ast.Tuple, ast.ListComp)):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+        return _is_list_expr(node.left) or _is_list_expr(node.right)
+    return False
 
 
 def _reports(call: ast.Call) -> bool:
