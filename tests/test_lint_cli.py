@@ -151,51 +151,6 @@ def test_progress_on_a_terminal_for_big_folders(tmp_path: Path) -> None:
     assert "All clean: 250 files" in shown
 
 
-README_EXAMPLE = """\
-import time
-
-import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(8, 1)
-        self.mean = torch.zeros(8)
-
-    def forward(self, x):
-        return self.fc(x - self.mean)
-
-
-model = nn.DataParallel(Net().cuda())
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-total = 0
-for x, y in loader:
-    loss = ((model(x.cuda()) - y.cuda()) ** 2).mean()
-    loss.backward()
-    opt.step()
-    total += loss
-    print(f"loss {loss.item():.3f}")
-
-a = torch.randn(4096, 4096).cuda()
-start = time.time()
-b = a @ a
-print(f"matmul: {time.time() - start:.4f} s")
-"""
-
-
-def test_the_readme_example(tmp_path: Path) -> None:
-    (tmp_path / "train.py").write_text(README_EXAMPLE)
-    done = run_torchplace("lint", "train.py", cwd=tmp_path)
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    for line in done.stdout.splitlines():
-        assert line in readme  # the README shows this run's output
-    assert (
-        "Found 9 findings (2 fixable with --fix) in 1 of 1 file, 30 lines checked." in done.stderr
-    )
-
-
 def test_symlinked_folders_are_not_followed(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
     (tmp_path / "real" / "a.py").write_text(BAD)
