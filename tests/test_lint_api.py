@@ -90,7 +90,9 @@ def test_lint_paths_counts_and_progress(tmp_path: Path) -> None:
 
 def test_encodings_and_undecodable_files(tmp_path: Path) -> None:
     latin = tmp_path / "latin.py"
-    latin.write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\ns = '\xe9'; torch.load('ckpt.pt')\n")
+    latin.write_bytes(
+        b"# -*- coding: latin-1 -*-\nimport torch\ns = '\xe9'; torch.load('ckpt.pt')\n"
+    )
     assert [(f.line, f.col) for f in lint_file(latin, select=["TPL301"])] == [(3, 10)]
     bad = tmp_path / "bad.py"
     bad.write_bytes(b"x = '\xff\xfe'\n")

@@ -64,7 +64,10 @@ def test_fix_before_after_and_clean(code: str) -> None:
 @pytest.mark.parametrize(
     ("code", "source"),
     [
-        ("TPL206", "import torch\nfor _ in s:\n    r = torch.randn(3).to(device)\n"),  # values differ
+        (
+            "TPL206",
+            "import torch\nfor _ in s:\n    r = torch.randn(3).to(device)\n",
+        ),  # values differ
         ("TPL206", "import torch\nl = torch.linspace(0, 1, 5).to(device)\n"),  # rounding
         ("TPL206", "import torch\na = torch.arange(0, 1, step=0.1).to(device)\n"),  # rounding
         ("TPL206", "import torch\nz = torch.zeros(3).to(device, torch.float16)\n"),
