@@ -84,3 +84,17 @@ def test_events_without_a_rule_link_to_nothing(tmp_path: Path) -> None:
 )
 def test_error_kinds(message: str, kind: str | None) -> None:
     assert error_kind(message) == kind
+
+
+def test_an_error_links_to_an_opt_in_rule_the_run_confirmed(tmp_path: Path) -> None:
+    # TPL203 (CUDA hard-coded) is off by default in `torchplace lint`; the run itself
+    # raised the invalid-device error, so the report still names the rule
+    source = """\
+    import torch
+
+    x = torch.ones(2)
+    y = x.to("cuda:3")
+    """
+    report = _run(tmp_path, source)
+    assert report["error"]["line"] == 4
+    assert [f["code"] for f in report["error"]["lint"]] == ["TPL203"]

@@ -31,8 +31,9 @@ def error_kind(message: str) -> str | None:
 def _findings(path: str) -> tuple[Any, ...]:
     from torchplace.lint import lint_file
 
+    # every rule, opt-in ones too: the run itself showed the event a finding is linked to
     try:
-        return tuple(lint_file(path))
+        return tuple(lint_file(path, select=["ALL"]))
     except (OSError, ValueError):
         return ()
 
