@@ -662,6 +662,8 @@ class SimFunctionMode(TorchFunctionMode):
                 return None
             index = dev.index
         self.state.init_cuda()
+        if not torch.cuda._initialized:  # C++'s device_lazy_init(kCUDA): torch's own
+            torch.cuda._lazy_init()
         if not self.state.devices:
             raise RuntimeError("No CUDA GPUs are available")
         if index is None:
@@ -786,7 +788,13 @@ class SimFunctionMode(TorchFunctionMode):
         return self._from_data(torch.tensor, data, **kwargs)
 
     def _to_method(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        # Tensor.to's overloads (torch/csrc/autograd/python_variable_methods.cpp
+        # THPVariable_to) take `copy` after non_blocking: 4th after a device, 3rd after a
+        # dtype or a tensor; Module.to's parser (_parse_to) has no `copy`
         copy = bool(kwargs.pop("copy", False))
+        at = 2 if args and isinstance(args[0], (torch.dtype, torch.Tensor)) else 3
+        if len(args) > at:
+            args, copy = args[:at] + args[at + 1 :], bool(args[at])
         if args and isinstance(args[0], torch.Tensor):
             other = args[0]
             device: Any = self._device(other)

@@ -239,9 +239,14 @@ class SimDevice:
     peak_breakdown: dict[str, int] = field(default_factory=dict)
     peak_scopes: dict[str, int] = field(default_factory=dict)
     cublas_ready: bool = False
+    cublas_workspace: tuple[int, int] | None = None  # its allocator handle and trace index
     snapshot_at: int = 0
     estimate: StepEstimate | None = None  # the cost model's running total for this GPU
     step_marks: list[float] = field(default_factory=lambda: [0.0])  # estimate at each step
+    # the GPU time up to which the host has seen this device's work done, and when it looked
+    # (torchplace.sim._bindings_streams.Timeline)
+    done: float = 0.0
+    done_wall: float = 0.0
 
     @property
     def allocated(self) -> int:
@@ -282,6 +287,7 @@ class SimState:
     phase: str = "other"
     scopes: list[str] = field(default_factory=list)
     initialized: bool = False  # CUDA was touched (a forked child then may not use it)
+    capture: Any = None  # the CUDA graph capture under way (torchplace.sim._bindings_graphs)
     bad_fork: bool = False  # this process was forked after its parent touched CUDA
     optimizers: weakref.WeakSet[torch.optim.Optimizer] = field(default_factory=weakref.WeakSet)
     modules: weakref.WeakSet[torch.nn.Module] = field(default_factory=weakref.WeakSet)
@@ -565,11 +571,24 @@ class SimState:
             with self._lock:
                 nbytes = _cublas_workspace_bytes(dev.spec)
                 handle = self._malloc(dev, nbytes)
-                self.trace.alloc(
+                index = self.trace.alloc(
                     dev.index, nbytes, handle, self.clock(dev.index), "other", WORKSPACE, None
                 )
+                dev.cublas_workspace = (handle, index)
                 self.notes["cuBLAS workspace allocated at the first matrix multiply"] += 1
                 self._after_alloc(dev)
+
+    def clear_cublas_workspaces(self) -> None:
+        """``torch._C._cuda_clearCublasWorkspaces()``: free every device's cuBLAS workspace
+        (the next GEMM allocates it again)."""
+        with self._lock:
+            for dev in self.devices:
+                if dev.cublas_workspace is not None:
+                    handle, index = dev.cublas_workspace
+                    dev.allocator.free(handle)
+                    self.trace.free(index, self.clock(dev.index), None)
+                    dev.cublas_workspace = None
+                dev.cublas_ready = False
 
     def reserve_host(self, nbytes: int, device: int) -> None:
         """An allocation of ``nbytes`` the host could not make: raise the simulated GPU's
@@ -768,9 +787,17 @@ class SimState:
         if dev.estimate is not None and bus > 0:
             dev.estimate.add(OpCost(f"nccl {kind}", 0.0, int(bus), seconds, "communication"), None)
 
-    def record_sync(self, kind: str) -> None:
+    def record_sync(self, kind: str, *, device: int | None = None) -> None:
+        """Count a host wait at the user's line; without ``device`` (the caller says how far
+        it waited) the host has waited for all the work enqueued so far."""
+        if self.capture is not None:
+            self.capture.refuse(kind)  # a host wait cannot be part of a CUDA graph
         where = user_frame() or ("<unknown>", 0)
         self.syncs[(kind, where[0], where[1])] += 1
+        if device is None:
+            for dev in self.devices:
+                if dev.estimate is not None and dev.done < dev.estimate.seconds:
+                    dev.done = dev.estimate.seconds
 
     def note(self, text: str) -> None:
         self.notes[text] += 1
