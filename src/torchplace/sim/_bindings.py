@@ -33,18 +33,27 @@ import torch
 
 from torchplace.sim._bindings_graphs import graph_bindings
 from torchplace.sim._bindings_reload import reloaded
+from torchplace.sim._bindings_settings import settings_bindings
 from torchplace.sim._bindings_streams import CUDA_TYPE, Timeline, device_clock_khz, stream_classes
 from torchplace.sim._state import SimState, is_user_file, sim_uuid
 from torchplace.sim.snapshot import MemoryHistory
 
-__all__ = ["ARCH_FLAGS", "CUDA_RUNTIME", "installed", "not_simulated"]
+__all__ = ["ARCH_FLAGS", "CUDA_RUNTIME", "CUDNN_VERSION", "installed", "not_simulated"]
 
 #: sm_ architectures of the CUDA 13.0 wheels of torch 2.14.1 (``torch.cuda.get_arch_list()``)
 ARCH_FLAGS = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
 #: ``cudaRuntimeGetVersion`` of those wheels (``torch._C._cuda_getCompiledVersion()``)
 CUDA_RUNTIME = 13000
+#: cuDNN's version in those wheels (cudnn_version.h of the nvidia-cudnn package they install;
+#: ``torch.backends.cudnn.version()``)
+CUDNN_VERSION = 92400
 # Modules whose classes derive from the bindings at import (see _bindings_reload).
-_RELOADED = ("torch.cuda.streams", "torch.cuda.memory", "torch.cuda.graphs")
+_RELOADED = (
+    "torch.cuda.streams",
+    "torch.cuda.memory",
+    "torch.cuda.graphs",
+    "torch.accelerator.graphs",
+)
 _CUDA_INIT = sys.modules["torch.cuda"].__file__
 
 
@@ -221,6 +230,18 @@ def _cudart(state: SimState, index: Callable[[Any], int], host: Any) -> types.Mo
     }.items():
         setattr(cudart, name, fn)
     return cudart
+
+
+def _cudnn_binding() -> types.ModuleType:
+    """``torch._C._cudnn`` of the CUDA 13.0 wheel of torch 2.14.1 (cuDNN 9.24.0: the version
+    its nvidia-cudnn dependency reports)."""
+    cudnn = types.ModuleType("torch._C._cudnn")
+    version = (CUDNN_VERSION // 10000, CUDNN_VERSION // 100 % 100, CUDNN_VERSION % 100)
+    cudnn.getVersionInt = lambda: CUDNN_VERSION  # type: ignore[attr-defined]
+    cudnn.getRuntimeVersion = lambda: version  # type: ignore[attr-defined]
+    cudnn.getCompileVersion = lambda: version  # type: ignore[attr-defined]
+    cudnn.is_cuda = True  # type: ignore[attr-defined]
+    return cudnn
 
 
 # ------------------------------------------------------------------ pinned host memory
@@ -439,8 +460,21 @@ class _Bindings:
         return previous
 
     # --- streams --------------------------------------------------------------------
-    def current_stream(self, device: int) -> tuple[int, int, int]:
-        d = self.index(device)
+    def stream_device(self, device: Any) -> int:
+        """The device of a stream query (c10/cuda/CUDAStream.cpp check_gpu)."""
+        if device is None:
+            return self.state.current
+        if isinstance(device, torch.device):
+            device = self.state.current if device.index is None else device.index
+        d, n = int(device), self.count()
+        if d == -1:
+            return self.state.current
+        if not 0 <= d < n:
+            raise RuntimeError(f"Device index value {d} is out of index range [0, {n})")
+        return d
+
+    def current_stream(self, device: Any) -> tuple[int, int, int]:
+        d = self.stream_device(device)
         return self.timeline.current(d), d, CUDA_TYPE
 
     def set_stream(self, stream_id: int = 0, device_index: int = 0, device_type: int = 0) -> None:
@@ -548,6 +582,8 @@ class _Bindings:
 
         return {
             "_has_cuda": True,
+            "_has_cudnn": True,
+            "_cudnn": _cudnn_binding(),
             "_cuda_getDeviceCount": self.count,
             "_cuda_init": self.cuda_init,
             "_cuda_isInBadFork": lambda: state.bad_fork,
@@ -563,7 +599,7 @@ class _Bindings:
             "_cuda_ipc_collect": lambda: None,
             "_cuda_sleep": lambda cycles: tl.sleep(state.current, int(cycles)),
             "_cuda_getCurrentStream": self.current_stream,
-            "_cuda_getDefaultStream": lambda device: (0, self.index(device), CUDA_TYPE),
+            "_cuda_getDefaultStream": lambda device: (0, self.stream_device(device), CUDA_TYPE),
             "_cuda_getCurrentRawStream": lambda device: (
                 torch.cuda.current_stream(device).cuda_stream
             ),
@@ -610,6 +646,11 @@ class _Bindings:
             "_cuda_resetPeakHostMemoryStats": host.reset_peak,
             "_host_emptyCache": host.empty_cache,
             "_cudart": _cudart(state, self.index, host),
+            "_cuda_getAllocator": lambda: torch._C._cuda_CUDAAllocator(),
+            "_cuda_attach_out_of_memory_observer": state.oom_observers.append,
+            "_accelerator_getDefaultGenerator": lambda device: torch.cuda.default_generators[
+                self.index(device)
+            ],
             # torch.accelerator (2.6+): the same answers through its generic bindings
             "_accelerator_getAccelerator": lambda: torch.device("cuda"),
             "_accelerator_getDeviceIndex": self.get_device,
@@ -624,11 +665,7 @@ class _Bindings:
             "_accelerator_emptyHostCache": host.empty_cache,
             "_accelerator_getMemoryInfo": lambda device: _cudart_info(self, device),
             "_accelerator_isAllocatorInitialized": lambda: True,
-            "_accelerator_getStream": lambda device: torch.Stream(
-                stream_id=tl.current(self.index(device)),
-                device_index=self.index(device),
-                device_type=CUDA_TYPE,
-            ),
+            "_accelerator_getStream": lambda device: torch.Stream(*self.current_stream(device)),
             "_accelerator_setStream": lambda stream: self.set_stream(
                 stream.stream_id, stream.device_index, stream.device_type
             ),
@@ -652,6 +689,28 @@ _MISSING = object()
 
 
 @contextlib.contextmanager
+def _cudnn_module() -> Iterator[None]:
+    """What ``torch/backends/cudnn/__init__.py`` binds at import where ``torch._C._cudnn``
+    exists: the binding and torch's check of it (``_init``, which the CPU build defines as
+    ``return False``): a Python-level replacement, listed in docs/sim.md."""
+    cudnn: Any = sys.modules["torch.backends.cudnn"]
+    space = vars(getattr(cudnn, "m", cudnn))  # a PropModule wraps the module
+    names = ("_cudnn", "_init", "__cudnn_version")
+    saved = {k: space.get(k, _MISSING) for k in names}
+    space["_cudnn"] = torch._C._cudnn
+    space["__cudnn_version"] = CUDNN_VERSION
+    space["_init"] = lambda: True
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is _MISSING:
+                space.pop(k, None)
+            else:
+                space[k] = v
+
+
+@contextlib.contextmanager
 def installed(state: SimState, fmode: Any) -> Iterator[_Bindings]:
     """Install the emulated bindings (and torch's modules re-run over them) for the block."""
     b = _Bindings(state, fmode)
@@ -661,12 +720,14 @@ def installed(state: SimState, fmode: Any) -> Iterator[_Bindings]:
     table = b.table()
     table.update({k: v for k, v in classes.items() if k.startswith("_")})
     table.update(graph_bindings(state, fmode, b.timeline))
+    table.update(settings_bindings(state))
     table.update({"_CudaDeviceProperties": _CudaDeviceProperties, "_CUuuid": _CUuuid})
     in_torch = {"Stream": classes["Stream"], "Event": classes["Event"]}
     saved_c = {k: vars(C).get(k, _MISSING) for k in table}
     saved_torch = {k: vars(torch)[k] for k in in_torch}
     saved_cuda = dict(vars(cuda))
     saved_pinned = state.pinned
+    stack = contextlib.ExitStack()
     try:
         for k, v in table.items():
             setattr(C, k, v)
@@ -690,9 +751,11 @@ def installed(state: SimState, fmode: Any) -> Iterator[_Bindings]:
         # to the runtime's device count when NVML cannot be read (torch.cuda.device_count)
         cuda._device_count_nvml = lambda: -1
         cuda._raw_device_uuid_nvml = lambda: None
-        with reloaded(_RELOADED):
-            yield b
+        stack.enter_context(_cudnn_module())
+        stack.enter_context(reloaded(_RELOADED))
+        yield b
     finally:
+        stack.close()
         state.pinned = saved_pinned
         for k, v in saved_torch.items():
             setattr(torch, k, v)

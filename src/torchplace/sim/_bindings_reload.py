@@ -39,7 +39,7 @@ def _code(module: types.ModuleType) -> types.CodeType:
 @contextlib.contextmanager
 def reloaded(names: tuple[str, ...]) -> Iterator[None]:
     """Re-execute the named (already imported) modules' source for the block."""
-    modules = [sys.modules[name] for name in names]
+    modules = [sys.modules[name] for name in names if name in sys.modules]
     saved = [dict(vars(m)) for m in modules]
     rebound: list[tuple[dict[str, Any], str, Any]] = []
     try:

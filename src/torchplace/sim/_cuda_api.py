@@ -33,14 +33,12 @@ from torchplace.sim._modes import _DROPOUT, _SDPA, SimFunctionMode
 from torchplace.sim._state import SimState
 
 __all__ = [
-    "CUDA_VERSION", "CUDNN_VERSION", "SimGenerator", "cublas_allows_tf32", "patched_torch",
+    "CUDA_VERSION", "SimGenerator", "cublas_allows_tf32", "patched_torch",
 ]  # fmt: skip
 
-#: ``torch.version.cuda`` and ``torch.backends.cudnn.version()`` inside a simulation: those of
-#: the CUDA 13.0 wheel of torch 2.14.1 (its torch/version.py, and cudnn_version.h of the
-#: nvidia-cudnn package it installs, which torch.backends.cudnn.version() reports).
+#: ``torch.version.cuda`` inside a simulation: that of the CUDA 13.0 wheel of torch 2.14.1
+#: (its torch/version.py).
 CUDA_VERSION = "13.0"
-CUDNN_VERSION = 92400
 
 
 def cublas_allows_tf32() -> bool:
@@ -68,6 +66,7 @@ class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
     """``torch.Generator(device="cuda")``: a CPU generator that reports a simulated device."""
 
     _label: int | None = None
+    _capture_seed: int | None = None  # the seed when a capture began, while it runs
 
     def __new__(cls, device: Any = "cpu") -> SimGenerator:
         return super().__new__(cls, device="cpu")  # type: ignore[call-arg]
@@ -75,11 +74,47 @@ class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
     def __init__(self, device: Any = "cpu") -> None:
         self._label = _resolve_generator_device(device)
 
+    def manual_seed(self, seed: Any) -> SimGenerator:
+        # CUDAGeneratorImpl::set_current_seed (aten/src/ATen/cuda/CUDAGeneratorImpl.cpp):
+        # during a stream capture only the seed the generator already has is accepted
+        # (a no-op); set while this generator's device captures a CUDA graph.
+        captured = self._capture_seed
+        if captured is not None:
+            if int(seed) & 0xFFFF_FFFF_FFFF_FFFF != captured:
+                raise RuntimeError(
+                    "CUDAGeneratorImpl::set_current_seed can be called during stream capture "
+                    "only if new seed is the same as the original seed."
+                )
+            return self
+        super().manual_seed(seed)
+        return self
+
+    def clone_state(self) -> SimGenerator:
+        """A new generator with this one's state (CUDAGeneratorImpl::clone_state)."""
+        out = SimGenerator()
+        out._label = self._label
+        out.set_state(self.get_state())
+        return out
+
+    def graphsafe_get_state(self) -> Any:
+        raise _graphsafe_refused()
+
+    def graphsafe_set_state(self, state: Any) -> Any:
+        raise _graphsafe_refused()
+
     @property
     def device(self) -> torch.device:  # type: ignore[override]
         if self._label is None:
             return torch.device("cpu")
         return torch.device("cuda", self._label)
+
+
+def _graphsafe_refused() -> RuntimeError:
+    return RuntimeError(
+        "not simulated: graph-safe generator states (graphsafe_get_state, "
+        "graphsafe_set_state): a simulated GPU's generator is the host's, whose state "
+        "cannot be shared between generators; use get_state/set_state"
+    )
 
 
 _resolve_generator_device: Callable[[Any], int | None] = lambda device: None  # noqa: E731
@@ -340,11 +375,9 @@ def patched_torch(
         (F, "scaled_dot_product_attention", fmode.reentrant(_SDPA)),
         (F, "dropout", fmode.reentrant(_DROPOUT)),
         (torch.version, "cuda", CUDA_VERSION),
-        (torch.backends.cudnn, "is_available", lambda: True),
         # DataParallel's reduce and broadcast take NCCL where torch was built with it (a
         # CUDA build): simulated GPUs go the copy-and-add way, with the same transfers
         (torch.cuda.nccl, "is_available", lambda tensors: False),
-        (torch.backends.cudnn, "version", lambda: CUDNN_VERSION),
     ]
     if isinstance(nvtx, types.ModuleType):
         patches.append((nvtx, "_nvtx", _NVTX()))

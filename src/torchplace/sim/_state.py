@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import re
 import sys
 import threading
 import weakref
@@ -73,8 +74,7 @@ def is_user_file(filename: str) -> bool:
 # larger kernel images. Override with simulate(context_bytes=...) / --context-size.
 _CONTEXT_MIB_BY_MAJOR = {7: 300, 8: 400, 9: 500, 10: 600, 12: 500}
 # cuBLAS workspace, allocated through the caching allocator at the first matmul on a device
-# (CUBLAS_WORKSPACE_CONFIG default in c10/cuda/CUDABlas / CublasHandlePool: 8 MiB before
-# Hopper, 32 MiB on sm90 and later).
+# (see cublas_workspace_bytes).
 _MIB = 1024**2
 _GIB = 1024**3
 
@@ -99,9 +99,23 @@ def context_bytes_for(spec: GPUSpec) -> int:
     return _CONTEXT_MIB_BY_MAJOR.get(major, 500) * _MIB
 
 
-def _cublas_workspace_bytes(spec: GPUSpec) -> int:
+def cublas_workspace_bytes(spec: GPUSpec, override: int | None = None) -> int:
+    """cuBLAS's workspace size, as aten/src/ATen/cuda/CublasHandlePool.cpp
+    ``getChosenWorkspaceSize`` chooses it: the size set through
+    ``torch.backends.cuda.cublas_workspace_size``, else ``CUBLAS_WORKSPACE_CONFIG``'s
+    ``:SIZE_KIB:COUNT`` pairs summed, else ``:4096:2:16:8`` (8 MiB + 128 KiB), 32 MiB on
+    compute capability 9 to 12."""
+    if override is not None:
+        return override
     major = spec.compute_capability[0] if spec.compute_capability else 9
-    return (32 if major >= 9 else 8) * _MIB
+    default = 4096 * 8 * 1024 if 9 <= major <= 12 else 4096 * 1024 * 2 + 16 * 1024 * 8
+    config = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if config is None:
+        return default
+    pairs = re.findall(r":([0-9]+):([0-9]+)", config)
+    if not pairs:  # torch warns "Could not parse CUBLAS_WORKSPACE_CONFIG" and uses default
+        return default
+    return sum(int(size) * 1024 * int(count) for size, count in pairs)
 
 
 def visible_devices(var: str, count: int) -> list[int]:
@@ -289,6 +303,8 @@ class SimState:
     initialized: bool = False  # CUDA was touched (a forked child then may not use it)
     capture: Any = None  # the CUDA graph capture under way (torchplace.sim._bindings_graphs)
     bad_fork: bool = False  # this process was forked after its parent touched CUDA
+    cublas_workspace_override: int | None = None  # torch.backends.cuda.cublas_workspace_size
+    oom_observers: list[Any] = field(default_factory=list)  # called before an OOM error
     optimizers: weakref.WeakSet[torch.optim.Optimizer] = field(default_factory=weakref.WeakSet)
     modules: weakref.WeakSet[torch.nn.Module] = field(default_factory=weakref.WeakSet)
     pinned: weakref.WeakSet[torch.UntypedStorage] = field(default_factory=weakref.WeakSet)
@@ -551,6 +567,10 @@ class SimState:
         try:
             handle = dev.allocator.malloc(nbytes)
         except AllocatorOOM as e:
+            # out-of-memory observers (torch._C._cuda_attach_out_of_memory_observer), called
+            # as CUDACachingAllocator.cpp's malloc does: (device, size, total, free)
+            for observer in list(self.oom_observers):
+                observer(dev.index, int(e.alloc_size), int(e.capacity), int(e.free_device))
             where = user_frame()
             self.trace.oom(dev.index, int(e.requested), _user_code_frame())
             self.oom = {
@@ -569,7 +589,7 @@ class SimState:
         if not dev.cublas_ready:
             dev.cublas_ready = True
             with self._lock:
-                nbytes = _cublas_workspace_bytes(dev.spec)
+                nbytes = cublas_workspace_bytes(dev.spec, self.cublas_workspace_override)
                 handle = self._malloc(dev, nbytes)
                 index = self.trace.alloc(
                     dev.index, nbytes, handle, self.clock(dev.index), "other", WORKSPACE, None
@@ -731,7 +751,7 @@ class SimState:
         self.refresh_kinds()
         breakdown = dict.fromkeys(CATEGORIES, 0)
         if dev.cublas_ready:
-            breakdown["other"] += _cublas_workspace_bytes(dev.spec)
+            breakdown["other"] += cublas_workspace_bytes(dev.spec, self.cublas_workspace_override)
         scopes: Counter[str] = Counter()
         for key, rec in list(self.storages.items()):
             if rec.device != dev.index:

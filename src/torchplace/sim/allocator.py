@@ -518,6 +518,11 @@ class CachingAllocatorModel:
         if entry is not None and entry[2] > 0:
             entry[2] -= 1
 
+    def pool_of(self, handle: int) -> tuple[int, int] | None:
+        """The private pool a block belongs to (None: the ordinary pools, or no block)."""
+        block = self._blocks.get(handle)
+        return None if block is None else block.owner
+
     def pool_use_count(self, pool_id: tuple[int, int]) -> int:
         entry = self._private.get(pool_id)
         return 0 if entry is None else int(entry[2])
