@@ -357,3 +357,44 @@ def test_legacy_and_new_tf32_flags_together() -> None:
             assert (x + 1).sum().item() == 32
     finally:
         torch.backends.cuda.matmul.fp32_precision = saved
+
+
+def test_pinned_memory_is_reused_by_address() -> None:
+    # c10/core/CachingHostAllocator.h: a freed pinned block is cached and handed out again,
+    # unless a non-blocking copy still uses it (test_cuda.py test_caching_pinned_memory)
+    with simulate("H100"):
+        t = torch.FloatTensor([1]).pin_memory()
+        ptr = t.data_ptr()
+        del t
+        t = torch.FloatTensor([1]).pin_memory()
+        assert t.data_ptr() == ptr and t.is_pinned()
+        gpu = torch.zeros(1, device="cuda")
+        torch.cuda._sleep(10**9)  # the copy below waits on the stream
+        gpu.copy_(t, non_blocking=True)
+        del t
+        t = torch.FloatTensor([2]).pin_memory()
+        assert t.data_ptr() != ptr
+        assert gpu.item() == 1
+
+
+def test_copy_of_unpinned_memory_during_capture_is_refused() -> None:
+    # aten/src/ATen/native/cuda/Copy.cu: a capture cannot copy from pageable host memory
+    with simulate("H100"):
+        y = torch.zeros(4, device="cuda")
+        pinned = torch.ones(4).pin_memory()
+        g = torch.cuda.CUDAGraph()
+        with pytest.raises(RuntimeError, match="unless the CPU tensor is pinned"):  # noqa: SIM117
+            with torch.cuda.graph(g):
+                y.copy_(torch.ones(4), non_blocking=True)
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            y.copy_(pinned, non_blocking=True)
+
+
+def test_32_bit_index_limit_of_a_cuda_kernel() -> None:
+    # aten/src/ATen/native/cuda/AveragePool2d.cu: safe_downcast<int32_t>(output.numel())
+    with simulate("H100", values="placeholder"):
+        x = torch.empty(1, 1, 1, 2**31, dtype=torch.float16, device="cuda")
+        with pytest.raises(RuntimeError, match="integer out of range"):
+            torch.nn.functional.avg_pool2d(x, kernel_size=1)
+        x = torch.empty(1, 1, 1, 2**31 - 1, dtype=torch.float16, device="cuda")
+        assert torch.nn.functional.avg_pool2d(x, kernel_size=1).numel() == 2**31 - 1

@@ -25,13 +25,13 @@ import ctypes
 import sys
 import threading
 import types
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from torchplace.sim._bindings_graphs import graph_bindings
+from torchplace.sim._bindings_host import PinnedHostMemory
 from torchplace.sim._bindings_reload import reloaded
 from torchplace.sim._bindings_settings import settings_bindings
 from torchplace.sim._bindings_streams import CUDA_TYPE, Timeline, device_clock_khz, stream_classes
@@ -247,105 +247,6 @@ def _cudnn_binding() -> types.ModuleType:
 # ------------------------------------------------------------------ pinned host memory
 
 
-def _power_of_two(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
-class PinnedHostMemory:
-    """Page-locked host memory: which storages are pinned (``Tensor.is_pinned``), memory
-    registered with ``cudaHostRegister``, and the statistics of the CUDA host caching
-    allocator (c10/core/CachingHostAllocator.h): a request takes a block rounded up to a
-    power of two, reuses a cached free block of that size before it calls
-    ``cudaHostAlloc``, and freed blocks stay cached until ``torch._C._host_emptyCache()``."""
-
-    _STATS = ("allocations", "allocated_bytes", "active_requests", "active_bytes")
-
-    def __init__(self) -> None:
-        self._pinned: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._registered: dict[int, int] = {}  # cudaHostRegister: pointer -> size
-        self._free: dict[int, int] = {}  # cached free blocks: size -> how many
-        self._lock = threading.Lock()
-        self.reset_accumulated()
-
-    def reset_accumulated(self) -> None:
-        with self._lock:
-            current = {k: getattr(self, "_stats", {}).get(k, [0])[0] for k in self._STATS}
-            self._stats = {k: [current[k], current[k], current[k], 0] for k in self._STATS}
-            self._counts = {"num_host_alloc": 0, "num_host_free": 0}
-
-    def reset_peak(self) -> None:
-        with self._lock:
-            for stat in self._stats.values():
-                stat[1] = stat[0]
-
-    def _change(self, name: str, amount: int) -> None:
-        stat = self._stats[name]  # current, peak, allocated, freed
-        stat[0] += amount
-        stat[1] = max(stat[1], stat[0])
-        if amount > 0:
-            stat[2] += amount
-        else:
-            stat[3] -= amount
-
-    def add(self, storage: Any) -> None:
-        """A storage made in pinned memory (``pin_memory()``, ``pin_memory=True``)."""
-        if storage in self._pinned:
-            return
-        size = _power_of_two(int(storage.nbytes()))
-        with self._lock:
-            if self._free.get(size):
-                self._free[size] -= 1
-            else:
-                self._counts["num_host_alloc"] += 1
-                self._change("allocations", 1)
-                self._change("allocated_bytes", size)
-            self._change("active_requests", 1)
-            self._change("active_bytes", size)
-        self._pinned.add(storage)
-        weakref.finalize(storage, self._release, size)
-
-    def _release(self, size: int) -> None:
-        with self._lock:
-            self._change("active_requests", -1)
-            self._change("active_bytes", -size)
-            self._free[size] = self._free.get(size, 0) + 1
-
-    def empty_cache(self) -> None:
-        with self._lock:
-            for size, n in self._free.items():
-                self._counts["num_host_free"] += n
-                self._change("allocations", -n)
-                self._change("allocated_bytes", -n * size)
-            self._free.clear()
-
-    def register(self, ptr: int, size: int) -> None:
-        self._registered[ptr] = size
-
-    def unregister(self, ptr: int) -> bool:
-        return self._registered.pop(ptr, None) is not None
-
-    def __contains__(self, storage: Any) -> bool:
-        if storage in self._pinned:
-            return True
-        if not self._registered:
-            return False
-        ptr = storage.data_ptr()
-        return any(p <= ptr < p + n for p, n in self._registered.items())
-
-    def stats(self) -> dict[str, Any]:
-        """As ``torch._C._cuda_hostMemoryStats()`` returns them (nested)."""
-        with self._lock:
-            out: dict[str, Any] = {
-                name: dict(zip(("current", "peak", "allocated", "freed"), stat, strict=True))
-                for name, stat in self._stats.items()
-            }
-            out.update(self._counts)
-            for timing in ("host_alloc_time", "host_free_time"):
-                key = "num_host_alloc" if timing == "host_alloc_time" else "num_host_free"
-                out[timing] = {"total": 0, "max": 0, "min": 0, "count": self._counts[key], "avg": 0}
-            return out
-
-
 # ------------------------------------------------------------------------- the bindings
 
 
@@ -369,7 +270,7 @@ class _Bindings:
         self.state = state
         self.fmode = fmode
         self.timeline = Timeline(state)
-        self.host = PinnedHostMemory()
+        self.host = PinnedHostMemory(self.timeline, self._capturing)
         self.history = MemoryHistory()
         self.properties: dict[int, _CudaDeviceProperties] = {}
         self.raw: dict[int, int] = {}  # caching_allocator_alloc: address -> device
@@ -674,6 +575,10 @@ class _Bindings:
             },
         }
 
+    def _capturing(self, device: int) -> bool:
+        capturing = getattr(self.state, "capturing", None)  # set by graph_bindings
+        return bool(capturing and capturing(device, self.timeline.current(device)))
+
     def _synchronize_on(self, device: Any) -> None:
         d = self.index(device)
         self.timeline.wait(d, self.state.clock(d), "synchronize")
@@ -733,7 +638,7 @@ def installed(state: SimState, fmode: Any) -> Iterator[_Bindings]:
             setattr(C, k, v)
         for k, v in in_torch.items():
             setattr(torch, k, v)
-        state.pinned = b.host  # type: ignore[assignment]
+        state.pinned = b.host
         # torch/cuda/__init__.py: the names its import binds where the bindings exist, and
         # its lazy-initialisation state, fresh (seeds queued before the simulation stay)
         cuda._CudaDeviceProperties = _CudaDeviceProperties

@@ -289,9 +289,9 @@ def patched_torch(
             raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
         if self.untyped_storage() in state.pinned:
             return self
-        out = self.clone() if not self.is_meta else self
-        state.pinned.add(out.untyped_storage())
-        return out
+        if self.is_meta:
+            return self
+        return state.pinned.pin(self)  # from the host caching allocator (_bindings_host)
 
     def is_pinned(self: torch.Tensor, device: Any = None) -> bool:
         if self.is_meta or state.label(self) is not None:

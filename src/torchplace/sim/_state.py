@@ -307,7 +307,8 @@ class SimState:
     oom_observers: list[Any] = field(default_factory=list)  # called before an OOM error
     optimizers: weakref.WeakSet[torch.optim.Optimizer] = field(default_factory=weakref.WeakSet)
     modules: weakref.WeakSet[torch.nn.Module] = field(default_factory=weakref.WeakSet)
-    pinned: weakref.WeakSet[torch.UntypedStorage] = field(default_factory=weakref.WeakSet)
+    # pinned host storages; during a simulation the host caching allocator (_bindings_host)
+    pinned: Any = field(default_factory=weakref.WeakSet)
     physical: list[SimDevice] = field(default_factory=list)  # every simulated GPU
     visible_note: str | None = None
     _frozen: bool = False  # CUDA_VISIBLE_DEVICES was read (at the first CUDA call)
