@@ -36,6 +36,7 @@ from torchplace.sim._bindings_reload import reloaded
 from torchplace.sim._bindings_settings import settings_bindings
 from torchplace.sim._bindings_streams import CUDA_TYPE, Timeline, device_clock_khz, stream_classes
 from torchplace.sim._state import SimState, is_user_file, sim_uuid
+from torchplace.sim.allocator import AllocatorOOM
 from torchplace.sim.snapshot import MemoryHistory
 
 __all__ = ["ARCH_FLAGS", "CUDA_RUNTIME", "CUDNN_VERSION", "installed", "not_simulated"]
@@ -275,6 +276,8 @@ class _Bindings:
         self.properties: dict[int, _CudaDeviceProperties] = {}
         self.raw: dict[int, int] = {}  # caching_allocator_alloc: address -> device
         self.caching_enabled = True
+        self.uncached: dict[int, tuple[int, int]] = {}  # raw_alloc with caching off
+        self._uncached_next = 0
 
     # --- devices ------------------------------------------------------------------
     def count(self) -> int:
@@ -397,12 +400,27 @@ class _Bindings:
     def raw_alloc(self, size: int, stream: Any = None) -> int:
         d = self.state.current
         dev = self.state.devices[d]
+        if not self.caching_enabled:
+            # c10 raw_alloc with the caching allocator off: a cudaMalloc of its own,
+            # outside the allocator and its statistics
+            try:
+                dev.allocator.reserve_outside(int(size))
+            except AllocatorOOM as e:
+                raise torch.OutOfMemoryError(e.message(d)) from None
+            self._uncached_next += -(-int(size) // 512) * 512 + 512
+            address = 0x7F60_0000_0000 + self._uncached_next
+            self.uncached[address] = (d, int(size))
+            return address
         with self.state._lock:
             address = self.state._malloc(dev, int(size))
         self.raw[address] = d
         return address
 
     def raw_delete(self, ptr: int) -> None:
+        uncached = self.uncached.pop(int(ptr), None)
+        if uncached is not None:  # cudaFree
+            self.state.devices[uncached[0]].allocator.reserve_outside(-uncached[1])
+            return
         d = self.raw.pop(int(ptr), None)
         if d is None:
             raise RuntimeError("invalid device pointer: " + hex(int(ptr)))  # c10 free()

@@ -195,21 +195,23 @@ class _Capture(TorchDispatchMode):
         kwargs = kwargs or {}
         if any(t is not torch.Tensor and not issubclass(t, torch.nn.Parameter) for t in types):
             return func(*args, **kwargs)
+        leaves = tensors_in((args, kwargs))
+        labels, _ = self.state.labels_of(leaves)
+        local = self.dispatch.local
+        if not labels and local.target is None:
+            return func(*args, **kwargs)  # host work: it runs now, and is no kernel
         name = func._schema.name
         if func is _ITEM or name in _SYNC_OPS or torch.Tag.dynamic_output_shape in func.tags:
             self.refuse(name)
         rec = self.rec
         if self.state.real:
             self._save_written(func, args, kwargs)
-        local = self.dispatch.local
         saved, local.copying = local.copying, True  # captured kernels do not run now
         try:
             out = func(*args, **kwargs)
         finally:
             local.copying = saved
-        leaves = tensors_in((args, kwargs))
-        labels, _ = self.state.labels_of(leaves)
-        priced = runs_kernel(func) and (bool(labels) or local.target is not None)
+        priced = runs_kernel(func)
 
         def to_slot(a: Any) -> Any:
             if isinstance(a, torch.Tensor):
@@ -314,6 +316,9 @@ def graph_bindings(state: SimState, fmode: Any, timeline: Any) -> dict[str, Any]
             return  # the simulation ended
         if pool is not None:
             allocator(device).release_pool(pool)
+            host_release = getattr(state.pinned, "release_pool", None)  # while simulated
+            if host_release is not None and allocator(device).pool_use_count(pool) == 0:
+                host_release(pool)
         graphs, holders = registered.get(device, (set(), []))
         if graph in graphs:
             graphs.discard(graph)
@@ -397,6 +402,7 @@ def graph_bindings(state: SimState, fmode: Any, timeline: Any) -> dict[str, Any]
             state.sync()
             register(d, id(self))
             allocator(d).begin_allocate_to_pool(pool_id)
+            state.pinned.begin_allocate_to_pool(pool_id)  # the host allocator's too
             self._sim_pool = pool_id
             self._sim_device = d
             self._sim_release = weakref.finalize(self, forget, d, id(self), None)
@@ -428,6 +434,7 @@ def graph_bindings(state: SimState, fmode: Any, timeline: Any) -> dict[str, Any]
             self._sim_capture = None
             state.sync()
             allocator(d).end_allocate_to_pool(self._sim_pool)
+            state.pinned.end_allocate_to_pool(self._sim_pool)
             if state.real:
                 capture.restore()
             _restore_generators(capture.generators)  # type: ignore[attr-defined]
@@ -471,6 +478,7 @@ def graph_bindings(state: SimState, fmode: Any, timeline: Any) -> dict[str, Any]
                 self._sim_capture.__exit__(None, None, None)
                 state.capture = None
                 allocator(self._sim_device).end_allocate_to_pool(self._sim_pool)
+                state.pinned.end_allocate_to_pool(self._sim_pool)
                 self._sim_release.detach()
                 self._sim_release = weakref.finalize(
                     self, forget, self._sim_device, id(self), self._sim_pool

@@ -30,12 +30,13 @@ def _power_of_two(n: int) -> int:
 class _Block:
     """One cached block: real host memory, and the GPU work that still reads it."""
 
-    __slots__ = ("memory", "size", "uses")
+    __slots__ = ("captured", "memory", "pool", "size", "uses")
 
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def __init__(self, size: int, pool: tuple[int, int] | None) -> None:
+        self.size, self.pool = size, pool
         self.memory = torch.empty(size, dtype=torch.uint8)  # owns the bytes
         self.uses: list[tuple[int, float]] = []  # (device, GPU time its copy ends)
+        self.captured = False  # a captured copy uses it: every replay will
 
 
 class PinnedHostMemory:
@@ -51,8 +52,11 @@ class PinnedHostMemory:
         self._pinned: weakref.WeakSet[Any] = weakref.WeakSet()
         self._by_storage: dict[int, _Block] = {}  # id of a live storage -> its block
         self._registered: dict[int, int] = {}  # cudaHostRegister: pointer -> size
-        self._free: dict[int, list[_Block]] = {}  # cached free blocks by size
+        # cached free blocks by (private pool, size): a CUDA graph's pinned memory is its
+        # pool's (begin_allocate_to_pool), reused only by captures into the same pool
+        self._free: dict[tuple[tuple[int, int] | None, int], list[_Block]] = {}
         self._pending: list[_Block] = []  # freed, but a copy on a stream still reads it
+        self._targets: dict[int, tuple[int, int]] = {}  # capturing thread -> its pool
         self._lock = threading.Lock()
         self.reset_accumulated()
 
@@ -97,10 +101,10 @@ class PinnedHostMemory:
         for block in self._pending:
             timeline = self._timeline
             block.uses = [u for u in block.uses if timeline and not timeline.complete(*u)]
-            if block.uses:
+            if block.uses or block.captured:
                 still.append(block)
             else:
-                self._free.setdefault(block.size, []).append(block)
+                self._free.setdefault((block.pool, block.size), []).append(block)
         self._pending = still
 
     def pin(self, t: torch.Tensor) -> torch.Tensor:
@@ -112,13 +116,14 @@ class PinnedHostMemory:
             self._pinned.add(out.untyped_storage())
             return out
         size = _power_of_two(nbytes)
+        pool = self._targets.get(threading.get_ident())
         with self._lock:
             self._collect()
-            cached = self._free.get(size)
+            cached = self._free.get((pool, size))
             if cached:
                 block = cached.pop()
             else:
-                block = _Block(size)
+                block = _Block(size, pool)
                 self._counts["num_host_alloc"] += 1
                 self._change("allocations", 1)
                 self._change("allocated_bytes", size)
@@ -147,14 +152,39 @@ class PinnedHostMemory:
             self._collect()
 
     def empty_cache(self) -> None:
+        """Give the cached free blocks back (those of private pools stay theirs)."""
         with self._lock:
             self._collect()
-            for size, blocks in self._free.items():
+            for (pool, size), blocks in list(self._free.items()):
+                if pool is not None:
+                    continue
                 n = len(blocks)
                 self._counts["num_host_free"] += n
                 self._change("allocations", -n)
                 self._change("allocated_bytes", -n * size)
-            self._free.clear()
+                del self._free[(pool, size)]
+
+    # --- CUDA graphs' private pools ---------------------------------------------------
+    def begin_allocate_to_pool(self, pool: tuple[int, int]) -> None:
+        self._targets[threading.get_ident()] = pool
+
+    def end_allocate_to_pool(self, pool: tuple[int, int]) -> None:
+        self._targets = {k: v for k, v in self._targets.items() if v != pool}
+
+    def release_pool(self, pool: tuple[int, int]) -> None:
+        """The pool's graphs are gone: its blocks become ordinary cached blocks."""
+        with self._lock:
+            for block in self._pending:
+                if block.pool == pool:
+                    block.pool, block.captured = None, False
+            for (owner, size), blocks in list(self._free.items()):
+                if owner == pool:
+                    self._free.setdefault((None, size), []).extend(blocks)
+                    del self._free[(owner, size)]
+            for block in self._by_storage.values():
+                if block.pool == pool:
+                    block.pool, block.captured = None, False
+            self._collect()
 
     # --- uses by the GPU --------------------------------------------------------------
     def copied(self, host: torch.Tensor, device: int, non_blocking: bool) -> None:
@@ -166,6 +196,8 @@ class PinnedHostMemory:
                 "the CPU tensor is pinned."
             )
         block = self._by_storage.get(id(storage))
+        if block is not None and self._capturing(device):
+            block.captured = True  # every replay copies it: never reused while the pool is
         if non_blocking and block is not None and self._timeline is not None:
             # the copy reads (writes) the block until its stream gets there (record_event)
             timeline = self._timeline

@@ -32,9 +32,12 @@ target, requests are served from its own small and large pools (its own segments
 freed blocks stay in it, and ``empty_cache`` releases its free segments only once no one
 uses the pool any more.
 
+``roundup_power2_divisions`` rounds requests up to the next of ``n`` steps between two
+powers of two (:meth:`CachingAllocatorModel.configure`).
+
 Not modelled: ``expandable_segments:True`` (segments that grow by mapping pages),
 ``garbage_collection_threshold`` (it only acts together with a per-process memory
-fraction), ``roundup_power2_divisions``, ``record_stream``
+fraction), ``record_stream``
 (cross-stream uses that delay a free) and the NVML line "Including non-PyTorch memory,
 this process has ..." of the out-of-memory message. ``cudaMalloc`` is assumed to succeed
 exactly when the segment fits in the device memory left over.
@@ -127,6 +130,31 @@ def segment_size(rounded: int) -> int:
     if rounded < _MIN_LARGE_ALLOC:
         return _LARGE_BUFFER
     return -(-rounded // _ROUND_LARGE) * _ROUND_LARGE
+
+
+def _round_divisions(nbytes: int, divisions: list[int]) -> int:
+    """``round_size`` with ``roundup_power2_divisions`` (c10/cuda/CUDACachingAllocator.cpp;
+    the intervals of c10/core/AllocatorConfig.cpp ``roundup_power2_divisions``): a request
+    rounds up to the next of ``n`` equal steps between two powers of two.
+
+    Examples:
+        >>> _round_divisions(21 * 1024 * 1024 * 4, [4] * 16) // 1024**2
+        96
+    """
+    if nbytes < _MIN_BLOCK_SIZE:
+        return _MIN_BLOCK_SIZE
+    index = min(max(nbytes.bit_length() - 1 - 20, 0), len(divisions) - 1)  # 1 MiB = 2**20
+    n = divisions[index]
+    if n > 1 and nbytes > _MIN_BLOCK_SIZE * n:
+        if nbytes & (nbytes - 1) == 0:
+            return nbytes
+        floor = 1 << (nbytes.bit_length() - 1)
+        step = floor >> (n.bit_length() - 1)
+        if step == 0:
+            return floor << 1
+        rounded = nbytes & ~(step - 1)
+        return nbytes if rounded == nbytes else rounded + step
+    return -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE
 
 
 class AllocatorOOM(RuntimeError):
@@ -302,6 +330,7 @@ class CachingAllocatorModel:
         self._device_index = device_index
         self._max_split = _UNLIMITED if max_split_size is None else max_split_size
         self._max_non_split_rounding = max_non_split_rounding
+        self._divisions: list[int] | None = None  # roundup_power2_divisions, by interval
         self._small_pool = _Pool(small=True)
         self._large_pool = _Pool(small=False)
         # private pools: id -> [small pool, large pool, users]; the pool allocated to now
@@ -395,7 +424,10 @@ class CachingAllocatorModel:
             _check_bytes("stream", stream)
         if nbytes == 0:
             return 0
-        size = -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE  # round_size, checked above
+        if self._divisions is None:
+            size = -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE  # round_size, checked above
+        else:
+            size = _round_divisions(nbytes, self._divisions)
         if self._targets:
             small_pool, large_pool, _ = self._private[self._targets[-1]]
         else:
@@ -517,6 +549,39 @@ class CachingAllocatorModel:
         entry = self._private.get(pool_id)
         if entry is not None and entry[2] > 0:
             entry[2] -= 1
+
+    def configure(
+        self,
+        *,
+        max_split_size: int | None = None,
+        max_non_split_rounding: int = _LARGE_BUFFER,
+        roundup_power2_divisions: list[int] | None = None,
+    ) -> None:
+        """Change the settings ``PYTORCH_ALLOC_CONF`` (``torch.cuda.memory.
+        _set_allocator_settings``) gives: ``max_split_size`` (None: unlimited),
+        ``max_non_split_rounding`` and ``roundup_power2_divisions`` (16 division counts,
+        for the power-of-two size intervals from 1 MiB to 64 GiB; None: round to 512 bytes).
+        """
+        self._max_split = _UNLIMITED if max_split_size is None else max_split_size
+        self._max_non_split_rounding = max_non_split_rounding
+        if roundup_power2_divisions is not None and not any(roundup_power2_divisions):
+            roundup_power2_divisions = None
+        self._divisions = roundup_power2_divisions
+
+    def reserve_outside(self, nbytes: int) -> None:
+        """Device memory taken (``nbytes`` > 0) or given back (< 0) past the cache: a
+        ``cudaMalloc`` of the caller's own, as ``raw_alloc`` makes with caching off."""
+        if nbytes > self.device_free_bytes:
+            raise AllocatorOOM(
+                requested=nbytes,
+                alloc_size=nbytes,
+                free_device=self.device_free_bytes,
+                allocated=self.allocated_bytes,
+                reserved=self.reserved_bytes,
+                capacity=self._capacity,
+                device_index=self._device_index,
+            )
+        self._reserved_outside += nbytes
 
     def pool_of(self, handle: int) -> tuple[int, int] | None:
         """The private pool a block belongs to (None: the ordinary pools, or no block)."""
