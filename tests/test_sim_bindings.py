@@ -398,3 +398,30 @@ def test_32_bit_index_limit_of_a_cuda_kernel() -> None:
             torch.nn.functional.avg_pool2d(x, kernel_size=1)
         x = torch.empty(1, 1, 1, 2**31 - 1, dtype=torch.float16, device="cuda")
         assert torch.nn.functional.avg_pool2d(x, kernel_size=1).numel() == 2**31 - 1
+
+
+def test_backward_runs_on_the_forward_stream() -> None:
+    # "Stream semantics of backward passes" (docs/source/notes/cuda.rst): each backward op
+    # runs on the stream its forward op ran on; custom Functions too
+    seen: list[object] = []
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
+            seen.append(torch.cuda.current_stream())
+            return grad * 2
+
+    with simulate("H100"):
+        side = torch.cuda.Stream()
+        x = torch.ones(4, device="cuda", requires_grad=True)
+        with torch.cuda.stream(side):
+            y = Double.apply(x)
+            z = y.exp()
+        z.grad_fn.register_prehook(lambda grads: seen.append(torch.cuda.current_stream()))
+        z.sum().backward()  # called on the default stream
+        assert seen == [side, side]
+        assert torch.cuda.current_stream() == torch.cuda.default_stream()

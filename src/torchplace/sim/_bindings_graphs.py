@@ -145,6 +145,15 @@ class _PoolMemory:
         return place.view(kept)
 
 
+class _Marker:
+    """A recorded graph node that runs no kernel (see _Capture.add_marker)."""
+
+    __slots__ = ("replay",)
+
+    def __init__(self, replay: Callable[[], None]) -> None:
+        self.replay = replay
+
+
 class _Recording:
     """The operations one capture recorded, replayable."""
 
@@ -238,6 +247,11 @@ class _Capture(TorchDispatchMode):
         meta = tree_map(_to_meta, (args, kwargs, out)) if priced else (None, None, None)
         rec.ops.append((func, slot_args, slot_kwargs, out_slots, priced, *meta))
         return out
+
+    def add_marker(self, replay: Callable[[], None]) -> None:
+        """A graph node that is no kernel (an event record): ``replay`` runs at its place
+        in every replay."""
+        self.rec.ops.append((_Marker(replay), (), {}, [], False, None, None, None))
 
     def _place(self, t: torch.Tensor) -> _Place | None:
         """Where ``t`` lives if a private memory pool holds it (:class:`_Place`)."""
@@ -702,6 +716,9 @@ def _replay_ops(state: SimState, dispatch: Any, rec: _Recording, memory: _PoolMe
 
     on_op: Callable[..., None] | None = dispatch.on_op
     for func, args, kwargs, out_slots, priced, margs, mkwargs, mout in rec.ops:
+        if type(func) is _Marker:
+            func.replay()
+            continue
         if state.real:
             with torch._C._DisableTorchDispatch(), torch._C.DisableTorchFunction():
                 out = dispatch._run(func, _Op.of(func), *tree_map(value, (args, kwargs)), device)

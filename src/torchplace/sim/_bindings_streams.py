@@ -47,6 +47,32 @@ def _native_id(priority_index: int, index: int) -> int:
     return (index << 5) | (priority_index << 1) | 1
 
 
+def tag_backward_stream(out: Any, device: int) -> None:
+    """Make the backward of the operation that made ``out`` run on the stream the operation
+    ran on, as the autograd engine does ("Stream semantics of backward passes", the CUDA
+    semantics notes): hooks on its grad_fn make that stream current while it runs."""
+    t = out[0] if isinstance(out, (tuple, list)) and out else out
+    node = getattr(t, "grad_fn", None) if isinstance(t, torch.Tensor) else None
+    if node is None:
+        return
+    metadata = node.metadata  # kept by the C++ node (its Python object is not)
+    if "torchplace_stream" in metadata:
+        return
+    stream = metadata["torchplace_stream"] = torch.cuda.current_stream(device)
+    saved: list[Any] = []
+
+    def before(*args: Any) -> None:
+        saved.append(torch.cuda.current_stream(device))
+        torch.cuda.set_stream(stream)
+
+    def after(*args: Any) -> None:
+        if saved:
+            torch.cuda.set_stream(saved.pop())
+
+    node.register_prehook(before)
+    node.register_hook(after)
+
+
 class Timeline:
     """When work on each simulated device is done, as the host sees it (module docstring)."""
 
@@ -76,6 +102,8 @@ class Timeline:
         if now > since:  # the work enqueued while `old` was current went to `old`
             self._tails[(device, old)] = now
         currents[device] = (stream_id, now)
+        if stream_id:
+            self.state.side_streams = True  # backward passes follow streams from now on
 
     def tail(self, device: int, stream_id: int) -> float:
         """The GPU time at which the last work enqueued on a stream ends."""
@@ -386,7 +414,17 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
                 )
             if not self._handle:
                 self._handle = timeline.new_handle()
-            self._recorded = (d, timeline.tail(d, int(stream.stream_id)))
+            sid = int(stream.stream_id)
+            capture = state.capture
+            if capture is not None and state.capturing(d, sid):  # type: ignore[attr-defined]
+                # a node of the graph: recorded when a replay gets there (an external
+                # event only then; another one also now, for the capture's own waits)
+                capture.add_marker(  # on the stream the graph is replayed on
+                    lambda: setattr(self, "_recorded", (d, timeline.tail(d, timeline.current(d))))
+                )
+                if self._flags[2]:
+                    return None
+            self._recorded = (d, timeline.tail(d, sid))
             return None
 
         def wait(self, stream: Any = None) -> None:

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from torchplace.sim._bindings import installed
+from torchplace.sim._bindings_streams import tag_backward_stream
 from torchplace.sim._files import SimFiles
 from torchplace.sim._legacy import legacy_patches
 from torchplace.sim._modes import _DROPOUT, _SDPA, SimFunctionMode
@@ -341,6 +342,39 @@ def patched_torch(
         raise RuntimeError("simulated GPUs have no NVML")
 
     patches += [(probe, "cuda_driver_loads", lambda: True), (probe, "nvml_open", no_nvml)]
+
+    # torch.cuda._utils loads NVRTC and the CUDA driver with ctypes (torch.cuda._compile_kernel,
+    # TunableOp's offline tuning): no torch._C binding lies beneath, so the loaders refuse
+    def no_nvrtc() -> Any:
+        raise RuntimeError(
+            "not simulated: compiling CUDA C++ at run time (NVRTC, torch.cuda._compile_kernel): "
+            "a simulated GPU runs no kernels of its own; write the operation with torch "
+            "operators instead"
+        )
+
+    def no_driver() -> Any:
+        raise RuntimeError(
+            "not simulated: calling the CUDA driver directly (libcuda through ctypes): a "
+            "simulated GPU has no driver; use torch.cuda's functions"
+        )
+
+    # A custom autograd.Function's backward runs on its forward's stream too: its node is
+    # made in C++ by Function.apply, past the function mode (see tag_backward_stream)
+    function_apply = torch.autograd.function.Function.__dict__["apply"].__func__
+
+    def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        out = function_apply(cls, *args, **kwargs)
+        if state.side_streams and torch.is_grad_enabled():
+            tag_backward_stream(out, state.current)
+        return out
+
+    patches.append((torch.autograd.function.Function, "apply", classmethod(apply)))
+
+    import torch.cuda._utils as utils
+
+    if hasattr(utils, "_get_gpu_rtc_library"):
+        patches += [(utils, "_get_gpu_rtc_library", no_nvrtc)]
+        patches += [(utils, "_get_gpu_runtime_library", no_driver)]
     files = SimFiles(state, fmode.resolve, in_place=write_files)
     for module in (torch, torch.serialization):
         patches.append((module, "save", functools.partial(files.save, torch.serialization.save)))

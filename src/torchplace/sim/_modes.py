@@ -35,6 +35,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from torchplace.cost import call_tensors, runs_kernel, tensors_in
 from torchplace.sim import _autocast, _comm, _determinism, _index_limits, _rules, _sdpa, _sync_debug
+from torchplace.sim._bindings_streams import tag_backward_stream
 from torchplace.sim._kernels import REAL_KERNELS
 from torchplace.sim._state import UNKNOWN, SimState, storage_key
 
@@ -757,10 +758,14 @@ class SimFunctionMode(TorchFunctionMode):
         saved, local.target, frame, site.frame = local.target, label, site.frame, UNKNOWN
         try:
             if generator is not None:  # a generator of the script's own (sim/_philox.py)
-                return _draw(generator, lambda: func(*args, **kwargs))
-            return func(*args, **kwargs)
+                out = _draw(generator, lambda: func(*args, **kwargs))
+            else:
+                out = func(*args, **kwargs)
         finally:
             local.target, site.frame = saved, frame
+        if self.state.side_streams and label is not None and torch.is_grad_enabled():
+            tag_backward_stream(out, label)  # its backward runs on the current stream
+        return out
 
     def _inside(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         """``func``'s own body, run with this mode active (its check for a torch function

@@ -305,6 +305,7 @@ class SimState:
     bad_fork: bool = False  # this process was forked after its parent touched CUDA
     cublas_workspace_override: int | None = None  # torch.backends.cuda.cublas_workspace_size
     oom_observers: list[Any] = field(default_factory=list)  # called before an OOM error
+    side_streams: bool = False  # a stream other than the default one has been current
     optimizers: weakref.WeakSet[torch.optim.Optimizer] = field(default_factory=weakref.WeakSet)
     modules: weakref.WeakSet[torch.nn.Module] = field(default_factory=weakref.WeakSet)
     # pinned host storages; during a simulation the host caching allocator (_bindings_host)
