@@ -38,17 +38,32 @@ from pathlib import Path
 #: (file, simulated GPUs) run by default
 FILES = (("test_cuda.py", 1), ("test_cuda_multigpu.py", 2))
 
-#: What in a failing test's source makes it need real hardware, and why.
+#: What in a failing test's source (or its error) makes it need real hardware, and why.
 NEEDS_HARDWARE = (
     (
-        ("subprocess.", "sys.executable", 'get_context("spawn")', "ctx.Pool("),
+        ("subprocess.", "sys.executable", 'get_context("spawn")', "ctx.Pool(", "mp.spawn("),
         "starts a separate Python process, which runs outside the session's simulation "
         "(on a machine without a GPU it sees none)",
     ),
-    (("_compile_kernel",), "compiles CUDA C++ at run time with NVRTC and launches it"),
-    (("load_inline",), "builds a C++/CUDA extension with the CUDA toolkit and calls it"),
-    (("cuda.bindings", "cudart.cudaGraph"), "drives the CUDA driver through cuda-python"),
+    (
+        ("_compile_kernel", "load_inline", "not simulated: compiling CUDA C++"),
+        "compiles CUDA C++ at run time (NVRTC, nvcc) and launches it",
+    ),
+    (("cuda.bindings", "cudart.cudaGraph", "libcuda"), "drives the CUDA driver directly"),
+    (
+        ("pynvml", "amdsmi", "NVML"),
+        "reads the driver's management library (NVML: memory in use, clocks, temperature)",
+    ),
+    (
+        ("corrupt",),
+        "expects kernels running at the same time on a GPU to corrupt each other's memory "
+        "(a race a simulation that runs them in order does not have)",
+    ),
 )
+
+#: A failure that is the run's host memory limit, not the simulator: real values live in
+#: host memory, and the test's tensors do not fit in what the run allows (--host-memory)
+HOST_MEMORY = ("more than the host could allocate", "DefaultCPUAllocator: can't allocate")
 
 _RECORDER = """
 import inspect, json, os
@@ -94,7 +109,7 @@ def pytest_configure(config):
     if not hasattr(cu, "skipIfSandcastle"):
         cu.skipIfSandcastle = lambda reason: unittest.skipIf(cu.IS_SANDCASTLE, reason)
         added.append("common_utils.skipIfSandcastle")
-    _results["<shims>"] = {"outcome": "shim", "message": ", ".join(added), "source": ""}
+    _write({"<shims>": {"outcome": "shim", "message": ", ".join(added), "source": ""}})
 
 
 @pytest.hookimpl(wrapper=True)
@@ -102,6 +117,15 @@ def pytest_runtest_makereport(item, call):
     report = yield
     report.torchplace_source = _source(item) if report.failed else ""
     return report
+
+
+def _write(entry):
+    with open(_OUT + ".lines", "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _write({"<started>": nodeid})  # the test under way, should the process die
 
 
 def pytest_runtest_logreport(report):
@@ -116,19 +140,17 @@ def pytest_runtest_logreport(report):
         else:
             entry.update(outcome="skipped", message=_first_line(report))
     if report.when == "teardown":
-        with open(_OUT + ".lines", "a") as f:  # kept if the run is killed
-            f.write(json.dumps({report.nodeid: entry}) + "\n")
+        _write({report.nodeid: entry})  # kept if the process dies
 
 
 def pytest_collectreport(report):
     if report.failed:
-        _results[report.nodeid or "<collection>"] = {
-            "outcome": "error", "message": _first_line(report), "source": ""}
+        _write({report.nodeid or "collection": {
+            "outcome": "error", "message": _first_line(report), "source": ""}})
 
 
 def pytest_sessionfinish(session, exitstatus):
-    with open(_OUT, "w") as f:
-        json.dump(_results, f)
+    _write({"<finished>": exitstatus})
 """
 
 
@@ -143,6 +165,7 @@ class FileResult:
     by_class: dict[str, dict[str, int]] = field(default_factory=dict)
     needs_hardware: dict[str, str] = field(default_factory=dict)  # test -> why
     gaps: dict[str, str] = field(default_factory=dict)  # test -> first error line
+    host_memory: dict[str, str] = field(default_factory=dict)  # test -> the error
     skips: dict[str, int] = field(default_factory=dict)  # reason -> tests
     passed: int = 0
     failed: int = 0
@@ -158,8 +181,66 @@ def hardware_reason(source: str) -> str | None:
     return None
 
 
+def _limit_memory(nbytes: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_DATA, (nbytes, nbytes))
+
+
+def _run_pytest(
+    path: Path, cmd: list[str], env: dict[str, str], lines: Path, host_memory: int
+) -> dict[str, dict[str, str]]:
+    """Run pytest until every test has a result: a test that kills the process (a crash,
+    the memory limit) is recorded as failed and the run goes on past it."""
+    results: dict[str, dict[str, str]] = {}
+    done: set[str] = set()
+    while True:
+        lines.unlink(missing_ok=True)
+        deselect = [a for nodeid in sorted(done) for a in ("--deselect", nodeid)]
+        proc = subprocess.run(
+            [*cmd, *deselect],
+            cwd=path.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            preexec_fn=lambda: _limit_memory(host_memory),  # before the child starts threads
+        )
+        started, finished = None, False
+        for line in lines.read_text().splitlines() if lines.is_file() else ():
+            entry = json.loads(line)
+            if "<started>" in entry:
+                started = entry["<started>"]
+            elif "<finished>" in entry:
+                finished = True
+            else:
+                results.update(entry)
+                done.update(k for k in entry if not k.startswith("<"))
+                started = None
+        if finished:
+            return results
+        if started is None:
+            tail = (proc.stdout + proc.stderr)[-3000:]
+            raise SystemExit(
+                f"error: pytest on {path.name} stopped (exit {proc.returncode}):\n{tail}"
+            )
+        crash = (proc.stderr or proc.stdout).strip().splitlines()
+        why = next((c for c in crash if "Fatal Python error" in c), f"exit {proc.returncode}")
+        results[started] = {
+            "outcome": "failed",
+            "message": f"the test process died ({why.strip()}); the run went on without it",
+            "source": "",
+        }
+        done.add(started)
+
+
 def run_file(
-    checkout: Path, name: str, gpus: int, gpu: str, timeout: int, extra: list[str]
+    checkout: Path,
+    name: str,
+    gpus: int,
+    gpu: str,
+    timeout: int,
+    extra: list[str],
+    host_memory: int,
 ) -> FileResult:
     path = checkout / "test" / name
     if not path.is_file():
@@ -180,15 +261,9 @@ def run_file(
         if importlib.util.find_spec("pytest_timeout") is not None:
             cmd.append(f"--timeout={timeout}")
         start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=path.parent, env=env, capture_output=True, text=True)
+        results = _run_pytest(path, cmd, env, Path(str(out) + ".lines"), host_memory)
         seconds = time.perf_counter() - start
-        if not out.is_file():
-            tail = (proc.stdout + proc.stderr)[-3000:]
-            raise SystemExit(
-                f"error: pytest on {name} wrote no results (exit {proc.returncode}):\n{tail}"
-            )
-        results = json.loads(out.read_text())
-    res = FileResult(name, gpus, round(seconds, 1), proc.returncode)
+    res = FileResult(name, gpus, round(seconds, 1), 0)
     res.shims = results.pop("<shims>", {}).get("message", "")
     by_class: dict[str, Counter[str]] = defaultdict(Counter)
     skips: Counter[str] = Counter()
@@ -204,8 +279,11 @@ def run_file(
             by_class[cls]["skipped"] += 1
             res.skipped += 1
             skips[entry["message"][:160]] += 1
+        elif any(m in entry["message"] for m in HOST_MEMORY):
+            by_class[cls]["host memory"] += 1
+            res.host_memory[test] = entry["message"][:200]
         else:
-            why = hardware_reason(entry.get("source", ""))
+            why = hardware_reason(entry.get("source", "") + "\n" + entry["message"])
             if why is not None:
                 by_class[cls]["needs hardware"] += 1
                 res.needs_hardware[test] = why
@@ -230,17 +308,20 @@ def render(results: list[FileResult], gpu: str) -> str:
         )
         if r.shims:
             lines.append(f"  added for the test files' imports: {r.shims}")
-        lines.append(f"  {'class':<40} {'pass':>5} {'fail':>5} {'hw':>5} {'skip':>5}")
+        head = f"  {'class':<40} {'pass':>5} {'fail':>5} {'hw':>5} {'mem':>5} {'skip':>5}"
+        lines.append(head)
         for cls, c in r.by_class.items():
             lines.append(
                 f"  {cls:<40} {c.get('passed', 0):>5} {c.get('failed', 0):>5} "
-                f"{c.get('needs hardware', 0):>5} {c.get('skipped', 0):>5}"
+                f"{c.get('needs hardware', 0):>5} {c.get('host memory', 0):>5} "
+                f"{c.get('skipped', 0):>5}"
             )
         ran = r.passed + r.failed
         share = 100.0 * r.passed / ran if ran else 0.0
         lines.append(
             f"  passed {r.passed} of {ran} that ran and need no real hardware ({share:.1f}%); "
-            f"{len(r.needs_hardware)} need real hardware; {r.skipped} skipped"
+            f"{len(r.needs_hardware)} need real hardware; {len(r.host_memory)} need more host "
+            f"memory than the run allows; {r.skipped} skipped"
         )
         if r.gaps:
             lines.append("  simulator gaps:")
@@ -248,6 +329,9 @@ def render(results: list[FileResult], gpu: str) -> str:
         if r.needs_hardware:
             lines.append("  need real hardware:")
             lines += [f"    {t}: {m}" for t, m in r.needs_hardware.items()]
+        if r.host_memory:
+            lines.append("  need more host memory (real values) than the run allows:")
+            lines += [f"    {t}" for t in r.host_memory]
         if r.skips:
             lines.append("  skipped (reason: tests):")
             lines += [f"    {why}: {n}" for why, n in r.skips.items()]
@@ -274,7 +358,12 @@ def main(argv: list[str] | None = None) -> int:
         "--file", action="append", dest="files", metavar="NAME",
         help="a test file under test/ (repeatable; default: both); NAME:N simulates N GPUs",
     )  # fmt: skip
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per test (default 600)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per test (default 300)")
+    parser.add_argument(
+        "--host-memory", type=float, default=4.0, metavar="GIB",
+        help="host memory each pytest process may take (default 4 GiB): the simulated GPUs' "
+        "tensors hold real values on the host; a test needing more is reported apart",
+    )  # fmt: skip
     parser.add_argument("-k", dest="keyword", help="pytest -k expression (a subset of the tests)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
@@ -287,7 +376,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     extra = ["-k", args.keyword] if args.keyword else []
     results = [
-        run_file(args.checkout, name, gpus, args.gpu, args.timeout, extra) for name, gpus in files
+        run_file(
+            args.checkout, name, gpus, args.gpu, args.timeout, extra, int(args.host_memory * 2**30)
+        )
+        for name, gpus in files
     ]
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
