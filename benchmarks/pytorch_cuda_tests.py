@@ -65,7 +65,7 @@ NEEDS_HARDWARE = (
 #: host memory, and the test's tensors do not fit in what the run allows (--host-memory)
 HOST_MEMORY = ("more than the host could allocate", "DefaultCPUAllocator: can't allocate")
 
-_RECORDER = """
+_RECORDER = r"""
 import inspect, json, os
 
 _OUT = os.environ["TORCHPLACE_PYTORCH_TESTS_OUT"]
