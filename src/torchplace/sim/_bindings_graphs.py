@@ -429,10 +429,15 @@ def graph_bindings(state: SimState, fmode: Any, timeline: Any) -> dict[str, Any]
             capture.__enter__()
 
         def capture_end(self) -> None:
+            # torch 2.13's binding; 2.14's Python calls the three steps itself
             self.capture_end_pre()
+            if not self._keep_graph:
+                self.instantiate()
+            self.capture_end_post()
 
         def capture_end_post(self) -> None:
-            return None
+            if not self._keep_graph:  # the graph was instantiated; only its exec is kept
+                self._sim_has_graph = False
 
         def capture_end_pre(self) -> None:
             capture = self._sim_capture
@@ -465,9 +470,6 @@ def graph_bindings(state: SimState, fmode: Any, timeline: Any) -> dict[str, Any]
                     stacklevel=3,
                 )
             self._sim_ended = self._sim_has_graph = True
-            if not self._keep_graph:
-                self.instantiate()
-                self._sim_has_graph = False
 
         def instantiate(self) -> None:
             if not self._sim_ended:

@@ -360,10 +360,10 @@ def patched_torch(
 
     # A custom autograd.Function's backward runs on its forward's stream too: its node is
     # made in C++ by Function.apply, past the function mode (see tag_backward_stream)
-    function_apply = torch.autograd.function.Function.__dict__["apply"].__func__
+    function_apply = vars(torch.autograd.function.Function)["apply"]  # a classmethod (in C: 2.14)
 
     def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
-        out = function_apply(cls, *args, **kwargs)
+        out = function_apply.__get__(None, cls)(*args, **kwargs)
         if state.side_streams and torch.is_grad_enabled():
             tag_backward_stream(out, state.current)
         return out
