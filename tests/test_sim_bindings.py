@@ -429,3 +429,9 @@ def test_backward_runs_on_the_forward_stream() -> None:
         z.sum().backward()  # called on the default stream
         assert seen == [side, side]
         assert torch.cuda.current_stream() == torch.cuda.default_stream()
+
+
+def test_more_than_an_exabyte_is_refused_first() -> None:
+    # c10/cuda/CUDACachingAllocator.cpp allocate(): size < one_exa_bytes, before any pool
+    with simulate("H100"), pytest.raises(torch.OutOfMemoryError, match="more than 1EB"):
+        torch.empty(2**61, dtype=torch.int8, device="cuda")

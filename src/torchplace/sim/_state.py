@@ -77,6 +77,7 @@ _CONTEXT_MIB_BY_MAJOR = {7: 300, 8: 400, 9: 500, 10: 600, 12: 500}
 # (see cublas_workspace_bytes).
 _MIB = 1024**2
 _GIB = 1024**3
+_ONE_EXA_BYTES = 2**60  # c10/cuda/CUDACachingAllocator.cpp one_exa_bytes
 
 
 def _host_memory() -> tuple[int | None, int | None]:
@@ -566,6 +567,10 @@ class SimState:
         return None if rec is None else rec.handle
 
     def _malloc(self, dev: SimDevice, nbytes: int) -> int:
+        if nbytes >= _ONE_EXA_BYTES:  # NativeCachingAllocator::allocate's first check
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate more than 1EB memory."
+            )
         try:
             handle = dev.allocator.malloc(nbytes)
         except AllocatorOOM as e:
