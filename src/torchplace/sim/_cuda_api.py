@@ -21,16 +21,20 @@ import functools
 import types
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
 
+from torchplace.sim import _cuda_rules, _sync_debug
 from torchplace.sim._bindings import installed
 from torchplace.sim._bindings_streams import tag_backward_stream
 from torchplace.sim._files import SimFiles
 from torchplace.sim._legacy import legacy_patches
 from torchplace.sim._modes import _DROPOUT, _SDPA, SimFunctionMode
+from torchplace.sim._philox import PhiloxState
+from torchplace.sim._philox import pack as philox_pack
+from torchplace.sim._philox import unpack as philox_unpack
 from torchplace.sim._state import SimState
 
 __all__ = [
@@ -58,22 +62,52 @@ def cublas_allows_tf32() -> bool:
     return bool(getter("cuda", "matmul") == "tf32")
 
 
+T = TypeVar("T")
+
+
 class _GeneratorMeta(type(torch._C.Generator)):  # type: ignore[misc]
     def __instancecheck__(cls, obj: object) -> bool:
         return isinstance(obj, torch._C.Generator)
 
 
 class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
-    """``torch.Generator(device="cuda")``: a CPU generator that reports a simulated device."""
+    """``torch.Generator(device="cuda")``: a CPU generator that reports a simulated device.
+
+    Its device keeps the index it was given: ``Generator("cuda").device`` is ``cuda``, not
+    ``cuda:0`` (torch/csrc/Generator.cpp makes ``CUDAGeneratorImpl(device.index())``, whose
+    device index stays -1; pytorch/pytorch#58545). It draws on the current device's.
+    """
 
     _label: int | None = None
-    _capture_seed: int | None = None  # the seed when a capture began, while it runs
+    _indexed = True
 
     def __new__(cls, device: Any = "cpu") -> SimGenerator:
         return super().__new__(cls, device="cpu")  # type: ignore[call-arg]
 
     def __init__(self, device: Any = "cpu") -> None:
         self._label = _resolve_generator_device(device)
+        self._indexed = isinstance(device, int) or torch.device(device).index is not None
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        if self._label is None:
+            return torch.device("cpu")
+        return torch.device("cuda", self._label) if self._indexed else torch.device("cuda")
+
+    # A simulated CUDA generator's state is CUDA's (seed, Philox offset): sim/_philox.py.
+    _philox: PhiloxState | None = None
+
+    @property
+    def philox(self) -> PhiloxState:
+        if self._philox is None:
+            self._philox = PhiloxState(_DEFAULT_SEED)
+        return self._philox
+
+    def draw(self, run: Callable[[], T]) -> T:
+        """A random operation on this generator (``run`` draws from it)."""
+        return run() if self._label is None else self.philox.draw(self, run)
+
+    _capture_seed: int | None = None  # the seed when a capture began, while it runs
 
     def manual_seed(self, seed: Any) -> SimGenerator:
         # CUDAGeneratorImpl::set_current_seed (aten/src/ATen/cuda/CUDAGeneratorImpl.cpp):
@@ -87,13 +121,15 @@ class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
                     "only if new seed is the same as the original seed."
                 )
             return self
-        super().manual_seed(seed)
+        super().manual_seed(seed)  # torch's own checks of the seed
+        if self._label is not None:
+            self._philox = PhiloxState(super().initial_seed())
         return self
 
     def clone_state(self) -> SimGenerator:
         """A new generator with this one's state (CUDAGeneratorImpl::clone_state)."""
         out = SimGenerator()
-        out._label = self._label
+        out._label, out._indexed = self._label, self._indexed
         out.set_state(self.get_state())
         return out
 
@@ -103,11 +139,38 @@ class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
     def graphsafe_set_state(self, state: Any) -> Any:
         raise _graphsafe_refused()
 
-    @property
-    def device(self) -> torch.device:  # type: ignore[override]
+    def seed(self) -> int:
+        seed = super().seed()
+        if self._label is not None:
+            self._philox = PhiloxState(seed)
+        return seed
+
+    def initial_seed(self) -> int:
+        return super().initial_seed() if self._label is None else self.philox.seed
+
+    def get_state(self) -> torch.Tensor:
         if self._label is None:
-            return torch.device("cpu")
-        return torch.device("cuda", self._label)
+            return super().get_state()
+        return philox_pack(self.philox.seed, self.philox.offset)
+
+    def set_state(self, new_state: torch.Tensor) -> SimGenerator:
+        if self._label is None:
+            super().set_state(new_state)
+        else:
+            self.philox.seed, self.philox.offset = philox_unpack(new_state)
+        return self
+
+    def get_offset(self) -> int:
+        return super().get_offset() if self._label is None else self.philox.offset
+
+    def set_offset(self, offset: int) -> SimGenerator:
+        if self._label is None:
+            super().set_offset(offset)
+        elif offset % 4:
+            raise RuntimeError("offset must be a multiple of 4")
+        else:
+            self.philox.offset = offset
+        return self
 
 
 def _graphsafe_refused() -> RuntimeError:
@@ -127,25 +190,18 @@ def generator_label(gen: Any) -> int | None:
 
 
 class _NVTX:
-    """NVTX ranges without a driver: the depth bookkeeping ``torch.cuda.nvtx`` returns."""
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.next_id = 1
+    """NVTX as a script sees it when no profiler (Nsight Systems) is attached: push and pop
+    return NVTX_NO_PUSH_POP_TRACKING (-2) and range_start returns 0 (nvtx3's
+    nvToolsExt.h implementation: the calls with no tool's callback installed)."""
 
     def rangePushA(self, msg: str) -> int:
-        self.depth += 1
-        return self.depth - 1
+        return -2
 
     def rangePop(self) -> int:
-        if self.depth == 0:
-            return -1
-        self.depth -= 1
-        return self.depth
+        return -2
 
     def rangeStartA(self, msg: str) -> int:
-        self.next_id += 1
-        return self.next_id - 1
+        return 0
 
     def rangeEnd(self, range_id: int) -> None: ...
     def markA(self, msg: str) -> None: ...
@@ -272,13 +328,12 @@ def patched_torch(
     global _resolve_generator_device
     for d in state.devices:
         d.generator = SimGenerator()
-        d.generator._label = d.index
+        d.generator._label, d.generator._indexed = d.index, True
         d.generator.manual_seed(_DEFAULT_SEED)
     patches: list[tuple[Any, str, Any]] = [(torch._C, k, v) for k, v in _comm_api().items()]
+    patches += [(torch._C, k, v) for k, v in _sync_debug.bindings().items()]
     patches += [
-        # the sync debug mode (torch.cuda.set_sync_debug_mode): accepted, not modelled
-        (torch._C, "_cuda_get_sync_debug_mode", lambda: 0),
-        (torch._C, "_cuda_set_sync_debug_mode", lambda mode: None),
+        # the sync debug mode (torch.cuda.set_sync_debug_mode): sim/_sync_debug.py
     ]
     real_is_pinned = torch.Tensor.is_pinned
 
@@ -437,7 +492,7 @@ def patched_torch(
         # Parameters keep their identity when a module moves to a simulated device, as they
         # do on CUDA (meta and CPU tensors are not shallow-copy compatible, so swap them).
         torch.__future__.set_swap_module_params_on_conversion(True)
-        with files.registered(), installed(state, fmode):
+        with files.registered(), _cuda_rules.installed(state), installed(state, fmode):
             yield
     finally:
         _resolve_generator_device = resolve_saved
