@@ -24,9 +24,11 @@ Run:
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -61,9 +63,40 @@ NEEDS_HARDWARE = (
     ),
 )
 
-#: A failure that is the run's host memory limit, not the simulator: real values live in
-#: host memory, and the test's tensors do not fit in what the run allows (--host-memory)
-HOST_MEMORY = ("more than the host could allocate", "DefaultCPUAllocator: can't allocate")
+#: Failures of the machine the tests run on, neither the simulator's nor a GPU's: (what in
+#: the error says so, why)
+ENVIRONMENT = (
+    (
+        ("more than the host could allocate", "DefaultCPUAllocator: can't allocate"),
+        "needs more host memory than the run allows (real values live on the host; --host-memory)",
+    ),
+    (("URLError", "Name or service not known"), "downloads from the network"),
+    (("Error building extension", "Could not load this library"), "builds a C++ extension"),
+    (("ModuleNotFoundError: No module named",), "imports a package not installed"),
+)
+
+_ATTRIBUTE = re.compile(r"module '(torch[\w.]*)' has no attribute '(\w+)'")
+
+
+@functools.cache
+def _torch_sources() -> str:
+    import torch
+
+    root = Path(torch.__file__).parent
+    return "\n".join(p.read_text(errors="ignore") for p in root.rglob("*.py"))
+
+
+def environment_reason(message: str) -> str | None:
+    """Why a failure is the test machine's or the test file's, not the simulator's."""
+    for needles, why in ENVIRONMENT:
+        if any(n in message for n in needles):
+            return why
+    found = _ATTRIBUTE.search(message)
+    if found and found.group(2) not in _torch_sources():
+        # no file of the installed torch names it: an API newer than the installed torch
+        return f"uses {found.group(1)}.{found.group(2)}, which the installed torch has not"
+    return None
+
 
 _RECORDER = r"""
 import inspect, json, os
@@ -165,7 +198,7 @@ class FileResult:
     by_class: dict[str, dict[str, int]] = field(default_factory=dict)
     needs_hardware: dict[str, str] = field(default_factory=dict)  # test -> why
     gaps: dict[str, str] = field(default_factory=dict)  # test -> first error line
-    host_memory: dict[str, str] = field(default_factory=dict)  # test -> the error
+    environment: dict[str, str] = field(default_factory=dict)  # test -> why not the sim's
     skips: dict[str, int] = field(default_factory=dict)  # reason -> tests
     passed: int = 0
     failed: int = 0
@@ -279,9 +312,9 @@ def run_file(
             by_class[cls]["skipped"] += 1
             res.skipped += 1
             skips[entry["message"][:160]] += 1
-        elif any(m in entry["message"] for m in HOST_MEMORY):
-            by_class[cls]["host memory"] += 1
-            res.host_memory[test] = entry["message"][:200]
+        elif (env := environment_reason(entry["message"])) is not None:
+            by_class[cls]["environment"] += 1
+            res.environment[test] = env
         else:
             why = hardware_reason(entry.get("source", "") + "\n" + entry["message"])
             if why is not None:
@@ -308,20 +341,20 @@ def render(results: list[FileResult], gpu: str) -> str:
         )
         if r.shims:
             lines.append(f"  added for the test files' imports: {r.shims}")
-        head = f"  {'class':<40} {'pass':>5} {'fail':>5} {'hw':>5} {'mem':>5} {'skip':>5}"
+        head = f"  {'class':<40} {'pass':>5} {'fail':>5} {'hw':>5} {'env':>5} {'skip':>5}"
         lines.append(head)
         for cls, c in r.by_class.items():
             lines.append(
                 f"  {cls:<40} {c.get('passed', 0):>5} {c.get('failed', 0):>5} "
-                f"{c.get('needs hardware', 0):>5} {c.get('host memory', 0):>5} "
+                f"{c.get('needs hardware', 0):>5} {c.get('environment', 0):>5} "
                 f"{c.get('skipped', 0):>5}"
             )
         ran = r.passed + r.failed
         share = 100.0 * r.passed / ran if ran else 0.0
         lines.append(
             f"  passed {r.passed} of {ran} that ran and need no real hardware ({share:.1f}%); "
-            f"{len(r.needs_hardware)} need real hardware; {len(r.host_memory)} need more host "
-            f"memory than the run allows; {r.skipped} skipped"
+            f"{len(r.needs_hardware)} need real hardware; {len(r.environment)} fail for the "
+            f"machine or the test file (env); {r.skipped} skipped"
         )
         if r.gaps:
             lines.append("  simulator gaps:")
@@ -329,9 +362,9 @@ def render(results: list[FileResult], gpu: str) -> str:
         if r.needs_hardware:
             lines.append("  need real hardware:")
             lines += [f"    {t}: {m}" for t, m in r.needs_hardware.items()]
-        if r.host_memory:
-            lines.append("  need more host memory (real values) than the run allows:")
-            lines += [f"    {t}" for t in r.host_memory]
+        if r.environment:
+            lines.append("  the machine's or the test file's (env):")
+            lines += [f"    {t}: {m}" for t, m in r.environment.items()]
         if r.skips:
             lines.append("  skipped (reason: tests):")
             lines += [f"    {why}: {n}" for why, n in r.skips.items()]

@@ -43,6 +43,11 @@ def test_failures_are_classified_by_what_they_need() -> None:
     assert "NVRTC" in reason("torch.cuda._compile_kernel(src, 'f')")
     assert "NVML" in reason("pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found")
     assert reason("self.assertEqual(x.grad, y)") is None
+    env = bench.environment_reason  # type: ignore[attr-defined]
+    assert "host memory" in env("HostMemoryError: ... more than the host could allocate.")
+    assert "newer" not in (env("module 'torch._C' has no attribute '_cuda_getDevice'") or "")
+    assert env("module 'torch._C' has no attribute '_cuda_getDevice'") is None  # torch names it
+    assert "installed torch has not" in env("module 'torch' has no attribute 'no_such_api_x'")
 
 
 def test_a_fixed_subset_of_pytorchs_test_cuda_passes() -> None:
