@@ -43,6 +43,7 @@ def test_a_generator_of_the_scripts_own_and_a_host_generator() -> None:
 
 def test_a_state_cuda_would_refuse_is_refused() -> None:
     with simulate("H100"):
+        torch.cuda.init()  # before it, set_rng_state is queued (torch.cuda._lazy_call)
         with pytest.raises(RuntimeError, match="RNG state is wrong size"):
             torch.cuda.set_rng_state(torch.zeros(5056, dtype=torch.uint8))  # a CPU state
         with pytest.raises(TypeError, match=r"RNG state must be a torch\.ByteTensor"):

@@ -1,21 +1,23 @@
-"""``torch.cuda``, ``torch.accelerator`` and friends as the simulated GPUs would answer them.
+"""The Python-level replacements a simulation makes, where no binding lies beneath.
 
-Where PyTorch's own Python code can do the work, the simulator answers at the boundary it
-calls — the ``torch._C._cuda_*`` and ``torch._C._accelerator_*`` bindings (device count and
-index, memory statistics and snapshots, the memory fraction, streams, synchronisation, the
-architecture list) — so ``torch.cuda.memory_summary()``, ``torch.cuda.device(i)``,
-``torch.cuda.stream(s)``, ``torch.accelerator.memory_allocated()`` and the rest run
-PyTorch's own code. Functions that need a driver before they reach a binding
-(``is_available``, ``get_device_properties``, ``mem_get_info``, ...) are replaced.
-Everything is restored when the simulation ends.
+``torch.cuda`` and ``torch.accelerator`` answer through torch's own Python over the emulated
+bindings (:mod:`torchplace.sim._bindings`). What is left here has no ``torch._C`` binding
+under it to emulate, each listed with its reason in docs/sim.md ("What the simulator
+replaces at the Python level"): the ``Tensor`` and storage methods whose C++ would see the
+backing device (``pin_memory``, ``is_pinned``, ``record_stream``, ``UntypedStorage.data_ptr``
+and ``resize_``), ``torch.Generator`` and ``torch.device`` (C types: a generator of a
+simulated device, a bare ordinal naming the current accelerator), ``Module.to``'s argument
+parser (an int names a CUDA device), the constants of a CUDA build (``torch.version.cuda``,
+cuDNN's version and availability, NCCL), ``torch.compile`` (runs eagerly), the entry of the
+autograd engine and two ``torch.nn.functional`` functions (so code run from C++ still sees
+the simulation), ``torch.save``/``torch.load`` of simulated tensors, and the legacy tensor
+types (:mod:`torchplace.sim._legacy`). Everything is restored when the simulation ends.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import sys
-import threading
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -25,57 +27,39 @@ import torch
 import torch.nn.functional as F
 
 from torchplace.sim import _cuda_rules, _sync_debug
+from torchplace.sim._bindings import installed
+from torchplace.sim._bindings_streams import tag_backward_stream
 from torchplace.sim._files import SimFiles
 from torchplace.sim._legacy import legacy_patches
-from torchplace.sim._modes import _DROPOUT, _SDPA, SimFunctionMode, invalid_ordinal
+from torchplace.sim._modes import _DROPOUT, _SDPA, SimFunctionMode
 from torchplace.sim._philox import PhiloxState
 from torchplace.sim._philox import pack as philox_pack
 from torchplace.sim._philox import unpack as philox_unpack
-from torchplace.sim._state import SimState, is_user_file, sim_uuid
+from torchplace.sim._state import SimState
 
-__all__ = ["CUDA_VERSION", "CUDNN_VERSION", "SimDeviceProperties", "SimGenerator", "patched_torch"]
+__all__ = [
+    "CUDA_VERSION", "SimGenerator", "cublas_allows_tf32", "patched_torch",
+]  # fmt: skip
 
-#: ``torch.version.cuda`` and ``torch.backends.cudnn.version()`` inside a simulation: those of
-#: the CUDA 13.0 wheel of torch 2.14.1 (its torch/version.py, and cudnn_version.h of the
-#: nvidia-cudnn package it installs, which torch.backends.cudnn.version() reports).
+#: ``torch.version.cuda`` inside a simulation: that of the CUDA 13.0 wheel of torch 2.14.1
+#: (its torch/version.py).
 CUDA_VERSION = "13.0"
-CUDNN_VERSION = 92400
-# sm_ architectures the CUDA 13.0 wheels are built for (torch.cuda.get_arch_list()).
-_ARCH_FLAGS = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
 
 
-class SimDeviceProperties:
-    """What ``torch.cuda.get_device_properties`` returns for a simulated GPU."""
+def cublas_allows_tf32() -> bool:
+    """Whether cuBLAS would run a float32 matmul in TF32 now.
 
-    def __init__(self, state: SimState, index: int) -> None:
-        d = state.devices[index]
-        spec = d.spec
-        self.name = spec.torch_name
-        self.major, self.minor = spec.compute_capability or (9, 4)
-        self.total_memory = d.capacity
-        self.multi_processor_count = spec.multiprocessor_count
-        self.is_integrated = 0
-        self.is_multi_gpu_board = 0
-        for key, value in spec.arch_properties().items():  # per architecture, sourced
-            setattr(self, key, value)
-        self.L2_cache_size = spec.l2_cache_bytes or 0
-        self.memory_bus_width = spec.memory_bus_width_bits or 0
-        self.memory_clock_rate = spec.memory_clock_khz or 0
-        self.gcnArchName = spec.gcn_arch or self.name
-        self.uuid = sim_uuid(index)
-        self.pci_bus_id = index + 1
-        self.pci_device_id = 0
-        self.pci_domain_id = 0
-
-    def __repr__(self) -> str:
-        return (
-            f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
-            f"total_memory={self.total_memory // 1024**2}MB, "
-            f"multi_processor_count={self.multi_processor_count}, uuid={self.uuid}, "
-            f"pci_bus_id={self.pci_bus_id}, pci_device_id={self.pci_device_id}, "
-            f"pci_domain_id={self.pci_domain_id}, L2_cache_size="
-            f"{self.L2_cache_size // 1024**2}MB) [simulated]"
-        )
+    What the CUDA kernels read: ``float32Precision(CUDA, MATMUL) == TF32``
+    (aten/src/ATen/cuda/CublasHandlePool.cpp, CUDABlas.cpp), i.e.
+    ``torch.backends.cuda.matmul.fp32_precision == "tf32"``. Not the legacy
+    ``allow_tf32`` getter (``_get_cublas_allow_tf32``), which raises once a script has set
+    the legacy and the new flag to different values (aten/src/ATen/Context.cpp
+    ``allowTF32CuBLAS``), though matmuls still run then.
+    """
+    getter = getattr(torch._C, "_get_fp32_precision_getter", None)
+    if getter is None:  # torch before the fp32_precision API
+        return bool(torch._C._get_cublas_allow_tf32())
+    return bool(getter("cuda", "matmul") == "tf32")
 
 
 T = TypeVar("T")
@@ -123,11 +107,37 @@ class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
         """A random operation on this generator (``run`` draws from it)."""
         return run() if self._label is None else self.philox.draw(self, run)
 
+    _capture_seed: int | None = None  # the seed when a capture began, while it runs
+
     def manual_seed(self, seed: Any) -> SimGenerator:
+        # CUDAGeneratorImpl::set_current_seed (aten/src/ATen/cuda/CUDAGeneratorImpl.cpp):
+        # during a stream capture only the seed the generator already has is accepted
+        # (a no-op); set while this generator's device captures a CUDA graph.
+        captured = self._capture_seed
+        if captured is not None:
+            if int(seed) & 0xFFFF_FFFF_FFFF_FFFF != captured:
+                raise RuntimeError(
+                    "CUDAGeneratorImpl::set_current_seed can be called during stream capture "
+                    "only if new seed is the same as the original seed."
+                )
+            return self
         super().manual_seed(seed)  # torch's own checks of the seed
         if self._label is not None:
             self._philox = PhiloxState(super().initial_seed())
         return self
+
+    def clone_state(self) -> SimGenerator:
+        """A new generator with this one's state (CUDAGeneratorImpl::clone_state)."""
+        out = SimGenerator()
+        out._label, out._indexed = self._label, self._indexed
+        out.set_state(self.get_state())
+        return out
+
+    def graphsafe_get_state(self) -> Any:
+        raise _graphsafe_refused()
+
+    def graphsafe_set_state(self, state: Any) -> Any:
+        raise _graphsafe_refused()
 
     def seed(self) -> int:
         seed = super().seed()
@@ -163,6 +173,14 @@ class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
         return self
 
 
+def _graphsafe_refused() -> RuntimeError:
+    return RuntimeError(
+        "not simulated: graph-safe generator states (graphsafe_get_state, "
+        "graphsafe_set_state): a simulated GPU's generator is the host's, whose state "
+        "cannot be shared between generators; use get_state/set_state"
+    )
+
+
 _resolve_generator_device: Callable[[Any], int | None] = lambda device: None  # noqa: E731
 
 
@@ -191,307 +209,6 @@ class _NVTX:
         return self.rangeStartA(msg)
 
     def deviceRangeEnd(self, handle: Any, stream: Any) -> None: ...
-
-
-def _nested(flat: dict[str, int]) -> dict[str, Any]:
-    """``memory_stats()`` keys ("allocated_bytes.all.current") as the nested dict
-    ``torch._C._cuda_memoryStats`` returns."""
-    out: dict[str, Any] = {}
-    for key, value in flat.items():
-        node = out
-        *path, last = key.split(".")
-        for part in path:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return out
-
-
-def _api(state: SimState, fmode: SimFunctionMode) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The replacements: (torch.cuda attributes, torch._C attributes)."""
-
-    def count() -> int:
-        state.init_cuda()
-        return len(state.devices)
-
-    streams = threading.local()  # per thread: device -> current stream id
-    next_stream = [1]
-
-    def index(device: Any = None) -> int:
-        state.init_cuda()
-        n = len(state.devices)
-        if n == 0:
-            raise RuntimeError("No CUDA GPUs are available")
-        if device is None:
-            return state.current
-        if isinstance(device, int):
-            i = device
-        else:
-            dev = torch.device(device)
-            if dev.type != "cuda":
-                raise ValueError(f"Expected a cuda device, but got: {dev}")
-            i = state.current if dev.index is None else dev.index
-        if not -1 <= i < n:
-            raise invalid_ordinal(i, n)
-        return state.current if i == -1 else i
-
-    def lazy_init() -> None:
-        state.init_cuda()
-        state.initialized = True
-
-    def set_device(device: Any) -> None:
-        i = index(device)
-        if i >= 0:
-            state.current = i
-            state.initialized = True
-
-    def exchange(device: int) -> int:
-        prev = state.current
-        if device >= 0:
-            set_device(device)
-        return prev
-
-    def read_by_script() -> None:
-        # the user's code asked (torch's own callers, such as autocast's bf16 check, are
-        # not counted): its path may depend on the GPU
-        caller = sys._getframe(2).f_code.co_filename
-        if is_user_file(caller):
-            state.decisions.add("the GPU's properties (the script read them)")
-
-    def properties(device: Any = None) -> SimDeviceProperties:
-        read_by_script()
-        return SimDeviceProperties(state, index(device))
-
-    def device_name(device: Any = None) -> str:
-        read_by_script()
-        return str(state.devices[index(device)].spec.torch_name)
-
-    def mem_get_info(device: Any = None) -> tuple[int, int]:
-        state.sync()
-        d = state.devices[index(device)]
-        return d.allocator.device_free_bytes, d.capacity
-
-    def memory_stats(device: int) -> dict[str, Any]:
-        state.sync()
-        return _nested(state.devices[index(device)].allocator.stats())
-
-    def snapshot(*args: Any) -> dict[str, Any]:
-        from torchplace.sim.snapshot import snapshot as build
-
-        return build(state, history=state.history)
-
-    def record_history(enabled: Any = "all", *args: Any, **kwargs: Any) -> None:
-        # torch.cuda.memory._record_memory_history: events from now on go in the snapshot's
-        # device traces (the simulator records them anyway; this says which to show)
-        clear = bool(args[3]) if len(args) > 3 else bool(kwargs.get("clear_history"))
-        if clear:
-            state.history.clear()
-        if enabled is None:
-            if state.history and state.history[-1][1] is None:
-                state.history[-1] = (state.history[-1][0], state.trace.seq)
-        elif not state.history or state.history[-1][1] is not None:
-            state.history.append((state.trace.seq + 1, None))
-
-    def synchronize(*args: Any) -> None:
-        state.record_sync("synchronize")
-
-    def current(device: int) -> tuple[int, int, int]:
-        i = index(device)
-        return getattr(streams, "ids", {}).get(i, 0), i, 1  # 1 = DeviceType::CUDA
-
-    def set_stream(stream_id: int = 0, device_index: int = 0, device_type: int = 1) -> None:
-        if not hasattr(streams, "ids"):
-            streams.ids = {}
-        streams.ids[device_index] = stream_id
-
-    def fraction(value: float, device: Any = None) -> None:
-        d = state.devices[index(device)]
-        d.allocator.set_memory_fraction(value)
-
-    def reset_peak(device: Any = None) -> None:
-        state.sync()
-        state.devices[index(device)].allocator.reset_peak_stats()
-
-    def seed_all(seed: int) -> None:
-        for d in state.devices:
-            d.generator.manual_seed(seed)
-
-    class Event:
-        """``torch.cuda.Event``: records the cost model's clock, so ``elapsed_time`` is
-        the estimated GPU time between two events (milliseconds)."""
-
-        def __init__(self, enable_timing: bool = False, blocking: bool = False, **_: Any):
-            self.enable_timing = enable_timing
-            self.seconds: float | None = None
-            self.device = state.current
-
-        def record(self, stream: Any = None) -> None:
-            if stream is not None:
-                self.device = stream.device_index
-            est = state.devices[self.device].estimate
-            self.seconds = est.seconds if est is not None else 0.0
-
-        def wait(self, stream: Any = None) -> None: ...
-        def query(self) -> bool:
-            return True
-
-        def synchronize(self) -> None:
-            state.record_sync("event.synchronize")
-
-        def elapsed_time(self, end_event: Event) -> float:
-            if not (self.enable_timing and end_event.enable_timing):
-                raise RuntimeError(
-                    "Both events must be created with argument 'enable_timing=True'."
-                )
-            if self.seconds is None or end_event.seconds is None:
-                raise RuntimeError("Both events must be recorded before calculating elapsed time.")
-            return (end_event.seconds - self.seconds) * 1e3
-
-    class Stream:
-        """``torch.cuda.Stream``: identity and device as on CUDA; work is never pending."""
-
-        def __init__(
-            self,
-            device: Any = None,
-            priority: int = 0,
-            *,
-            stream_id: int | None = None,
-            device_index: int | None = None,
-            device_type: int | None = None,
-            **_: Any,
-        ) -> None:
-            self.device_index = index(device) if device_index is None else device_index
-            if stream_id is None:
-                stream_id, next_stream[0] = next_stream[0], next_stream[0] + 1
-            self.stream_id = stream_id
-            self.device_type = 1
-            self.priority = priority
-
-        @property
-        def device(self) -> torch.device:
-            return torch.device("cuda", self.device_index)
-
-        @property
-        def cuda_stream(self) -> int:
-            return self.stream_id
-
-        def __eq__(self, other: object) -> bool:
-            return isinstance(other, Stream) and (other.device_index, other.stream_id) == (
-                self.device_index,
-                self.stream_id,
-            )
-
-        def __hash__(self) -> int:
-            return hash((self.device_index, self.stream_id))
-
-        def __repr__(self) -> str:
-            return (
-                f"<torch.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.stream_id}>"
-            )
-
-        def synchronize(self) -> None:
-            state.record_sync("stream.synchronize")
-
-        def wait_stream(self, stream: Any) -> None: ...
-        def wait_event(self, event: Any) -> None: ...
-        def query(self) -> bool:
-            return True
-
-        def is_capturing(self) -> bool:
-            return False
-
-        def record_event(self, event: Any = None) -> Any:
-            event = event or Event()
-            event.record(self)
-            return event
-
-        def __enter__(self) -> Stream:
-            self._ctx = torch.cuda.stream(self)  # type: ignore[arg-type]
-            self._ctx.__enter__()
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self._ctx.__exit__(*exc)
-
-    cuda: dict[str, Any] = {
-        "is_available": lambda: count() > 0,
-        "is_initialized": lambda: True,
-        "_initialized": True,  # read directly by torch.utils.checkpoint (had_device_in_fwd)
-        "_is_in_bad_fork": lambda: state.bad_fork,
-        "_lazy_init": lazy_init,
-        "init": lazy_init,
-        "device_count": count,
-        "current_device": lambda: state.current,
-        "set_device": set_device,
-        "get_device_name": device_name,
-        "get_device_properties": properties,
-        "_get_device_properties": properties,
-        "get_device_capability": lambda device=None: (
-            (properties(device).major, properties(device).minor)
-        ),
-        "mem_get_info": mem_get_info,
-        "list_gpu_processes": lambda device=None: (
-            f"GPU:{index(device)}\nno processes are running (simulated)"
-        ),
-        "default_generators": tuple(d.generator for d in state.devices),
-        "Stream": Stream,
-        "Event": Event,
-    }
-    capi: dict[str, Any] = {
-        "_cuda_getDeviceCount": count,
-        "_cuda_getDevice": lambda: state.current,
-        "_cuda_setDevice": set_device,
-        "_cuda_exchangeDevice": exchange,
-        "_cuda_maybeExchangeDevice": exchange,
-        "_cuda_init": lambda: None,
-        "_cuda_isInBadFork": lambda: state.bad_fork,
-        "_cuda_getArchFlags": lambda: _ARCH_FLAGS,
-        "_cuda_synchronize": synchronize,
-        "_cuda_memoryStats": memory_stats,
-        "_cuda_resetPeakMemoryStats": reset_peak,
-        "_cuda_resetAccumulatedMemoryStats": lambda device=None: None,
-        "_cuda_emptyCache": state.empty_cache,
-        "_cuda_memorySnapshot": snapshot,
-        "_cuda_setMemoryFraction": fraction,
-        "_cuda_getMemoryFraction": lambda device=None: (
-            state.devices[index(device)].allocator.memory_fraction
-        ),
-        "_cuda_getCurrentStream": current,
-        "_cuda_getDefaultStream": lambda device: (0, index(device), 1),
-        "_cuda_getCurrentRawStream": lambda device: current(device)[0],
-        "_cuda_setStream": set_stream,
-        **_sync_debug.bindings(),
-        "_cuda_record_memory_history": record_history,
-        "_cuda_record_memory_history_legacy": lambda enabled, *a, **k: record_history(
-            "all" if enabled else None
-        ),
-        "_cuda_getAllocatorBackend": lambda: "native",
-        # torch.accelerator (2.6+): the same answers through its generic bindings
-        "_accelerator_getAccelerator": lambda: torch.device("cuda"),
-        "_accelerator_getDeviceIndex": lambda: state.current,
-        "_accelerator_setDeviceIndex": set_device,
-        "_accelerator_exchangeDevice": exchange,
-        "_accelerator_maybeExchangeDevice": exchange,
-        "_accelerator_synchronizeDevice": synchronize,
-        "_accelerator_getDeviceStats": lambda device: memory_stats(device),
-        "_accelerator_resetPeakStats": reset_peak,
-        "_accelerator_resetAccumulatedStats": lambda device=None: None,
-        "_accelerator_emptyCache": state.empty_cache,
-        "_accelerator_emptyHostCache": lambda: None,
-        "_accelerator_getMemoryInfo": mem_get_info,
-        "_accelerator_isAllocatorInitialized": lambda: True,
-        "_accelerator_getStream": lambda device: Stream(
-            stream_id=current(device)[0], device_index=index(device)
-        ),
-        "_accelerator_setStream": lambda stream: set_stream(stream.stream_id, stream.device_index),
-        "_accelerator_getDeviceCapability": lambda device=None: {
-            "supported_dtypes": [torch.float32, torch.float16, torch.bfloat16]
-        },
-    }
-    cuda["manual_seed_all"] = seed_all
-    cuda["_exchange_device"] = exchange
-    cuda["_maybe_exchange_device"] = exchange
-    capi.update(_comm_api())
-    return cuda, capi
 
 
 def _comm_api() -> dict[str, Any]:
@@ -541,14 +258,6 @@ def _comm_api() -> dict[str, Any]:
         "_gather_out": lambda tensors, out, dim: torch.cat(
             [t.to(out.device) for t in tensors], dim, out=out
         ),
-    }
-
-
-def _accelerator_api(count: Callable[[], int]) -> dict[str, Any]:
-    return {
-        "is_available": lambda check_fork=False: count() > 0,
-        "device_count": count,
-        "current_accelerator": lambda check_available=False: torch.device("cuda"),
     }
 
 
@@ -621,36 +330,29 @@ def patched_torch(
         d.generator = SimGenerator()
         d.generator._label, d.generator._indexed = d.index, True
         d.generator.manual_seed(_DEFAULT_SEED)
-    cuda_api, capi = _api(state, fmode)
-    patches: list[tuple[Any, str, Any]] = [(torch.cuda, k, v) for k, v in cuda_api.items()]
-    # torch.cuda's submodules import some of these by name: replace those copies too
-    for mod in list(vars(torch.cuda).values()):
-        if isinstance(mod, types.ModuleType) and mod.__name__.startswith("torch.cuda."):
-            patches += [
-                (mod, k, v)
-                for k, v in cuda_api.items()
-                if k in vars(mod) and vars(mod)[k] is vars(torch.cuda).get(k)
-            ]
-    patches += [(torch._C, k, v) for k, v in capi.items()]
-    accel = getattr(torch, "accelerator", None)
-    if isinstance(accel, types.ModuleType):
-        patches += [(accel, k, v) for k, v in _accelerator_api(cuda_api["device_count"]).items()]
-    pinned = state.pinned
+    patches: list[tuple[Any, str, Any]] = [(torch._C, k, v) for k, v in _comm_api().items()]
+    patches += [(torch._C, k, v) for k, v in _sync_debug.bindings().items()]
+    patches += [
+        # the sync debug mode (torch.cuda.set_sync_debug_mode): sim/_sync_debug.py
+    ]
     real_is_pinned = torch.Tensor.is_pinned
 
+    # Tensor.pin_memory / is_pinned ask the CUDA host allocator of the tensor's real
+    # device (at::native::_pin_memory, is_pinned): a simulation keeps its own record
+    # (torchplace.sim._bindings.PinnedHostMemory, the host caching allocator's statistics)
     def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
         if state.label(self) is not None:
             raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
-        if self.untyped_storage() in pinned:
+        if self.untyped_storage() in state.pinned:
             return self
-        out = self.clone() if not self.is_meta else self
-        pinned.add(out.untyped_storage())
-        return out
+        if self.is_meta:
+            return self
+        return state.pinned.pin(self)  # from the host caching allocator (_bindings_host)
 
     def is_pinned(self: torch.Tensor, device: Any = None) -> bool:
         if self.is_meta or state.label(self) is not None:
             return False
-        return self.untyped_storage() in pinned or bool(real_is_pinned(self))
+        return self.untyped_storage() in state.pinned or bool(real_is_pinned(self))
 
     def storage_data_ptr(self: Any) -> int:
         address = state.address(self) if state.storage_label(self) is not None else None
@@ -695,6 +397,39 @@ def patched_torch(
         raise RuntimeError("simulated GPUs have no NVML")
 
     patches += [(probe, "cuda_driver_loads", lambda: True), (probe, "nvml_open", no_nvml)]
+
+    # torch.cuda._utils loads NVRTC and the CUDA driver with ctypes (torch.cuda._compile_kernel,
+    # TunableOp's offline tuning): no torch._C binding lies beneath, so the loaders refuse
+    def no_nvrtc() -> Any:
+        raise RuntimeError(
+            "not simulated: compiling CUDA C++ at run time (NVRTC, torch.cuda._compile_kernel): "
+            "a simulated GPU runs no kernels of its own; write the operation with torch "
+            "operators instead"
+        )
+
+    def no_driver() -> Any:
+        raise RuntimeError(
+            "not simulated: calling the CUDA driver directly (libcuda through ctypes): a "
+            "simulated GPU has no driver; use torch.cuda's functions"
+        )
+
+    # A custom autograd.Function's backward runs on its forward's stream too: its node is
+    # made in C++ by Function.apply, past the function mode (see tag_backward_stream)
+    function_apply = vars(torch.autograd.function.Function)["apply"]  # a classmethod (in C: 2.14)
+
+    def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        out = function_apply.__get__(None, cls)(*args, **kwargs)
+        if state.side_streams and torch.is_grad_enabled():
+            tag_backward_stream(out, state.current)
+        return out
+
+    patches.append((torch.autograd.function.Function, "apply", classmethod(apply)))
+
+    import torch.cuda._utils as utils
+
+    if hasattr(utils, "_get_gpu_rtc_library"):
+        patches += [(utils, "_get_gpu_rtc_library", no_nvrtc)]
+        patches += [(utils, "_get_gpu_runtime_library", no_driver)]
     files = SimFiles(state, fmode.resolve, in_place=write_files)
     for module in (torch, torch.serialization):
         patches.append((module, "save", functools.partial(files.save, torch.serialization.save)))
@@ -704,6 +439,8 @@ def patched_torch(
     patches += [
         (torch.Tensor, "pin_memory", pin_memory),
         (torch.Tensor, "is_pinned", is_pinned),
+        # which streams use a tensor is the caching allocator's business (record_stream
+        # delays a free until their work is done): not modelled, as in the allocator model
         (torch.Tensor, "record_stream", lambda self, stream: None),
         (torch.UntypedStorage, "data_ptr", storage_data_ptr),
         (torch.UntypedStorage, "resize_", storage_resize),
@@ -727,11 +464,9 @@ def patched_torch(
         (F, "scaled_dot_product_attention", fmode.reentrant(_SDPA)),
         (F, "dropout", fmode.reentrant(_DROPOUT)),
         (torch.version, "cuda", CUDA_VERSION),
-        (torch.backends.cudnn, "is_available", lambda: True),
         # DataParallel's reduce and broadcast take NCCL where torch was built with it (a
         # CUDA build): simulated GPUs go the copy-and-add way, with the same transfers
         (torch.cuda.nccl, "is_available", lambda tensors: False),
-        (torch.backends.cudnn, "version", lambda: CUDNN_VERSION),
     ]
     if isinstance(nvtx, types.ModuleType):
         patches.append((nvtx, "_nvtx", _NVTX()))
@@ -757,7 +492,7 @@ def patched_torch(
         # Parameters keep their identity when a module moves to a simulated device, as they
         # do on CUDA (meta and CPU tensors are not shallow-copy compatible, so swap them).
         torch.__future__.set_swap_module_params_on_conversion(True)
-        with files.registered(), _cuda_rules.installed(state):
+        with files.registered(), _cuda_rules.installed(state), installed(state, fmode):
             yield
     finally:
         _resolve_generator_device = resolve_saved

@@ -34,7 +34,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from torchplace.cost import call_tensors, runs_kernel, tensors_in
-from torchplace.sim import _autocast, _comm, _determinism, _rules, _sdpa, _sync_debug
+from torchplace.sim import _autocast, _comm, _determinism, _index_limits, _rules, _sdpa, _sync_debug
+from torchplace.sim._bindings_streams import tag_backward_stream
 from torchplace.sim._kernels import REAL_KERNELS
 from torchplace.sim._state import UNKNOWN, SimState, storage_key
 
@@ -84,7 +85,13 @@ _METHOD_WRAPPER = type(vars(torch._C.TensorBase)["shape"].__get__)
 _SEEDED = torch.Tag.nondeterministic_seeded
 _DYNAMIC = torch.Tag.dynamic_output_shape
 _INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_")
+_INDEX_LIMITS = _index_limits.LIMITS  # ops whose CUDA kernel indexes with 32 bits only
 _DTYPE_RULES = {*_rules.GEMM_KERNELS, "aten::_scaled_mm"}  # ops _rules.check_dtypes checks
+
+
+def _non_blocking(args: Any, kwargs: Any) -> bool:
+    """copy_(dst, src, non_blocking)'s flag."""
+    return bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking"))
 
 
 @dataclass(frozen=True)
@@ -264,8 +271,7 @@ class SimDispatchMode(TorchDispatchMode):
                 _check_host_factory(state, args, kwargs)
             if kwargs.get("pin_memory"):  # page-locked host memory: a CUDA build can make it
                 out = func(*args, **{**kwargs, "pin_memory": False})
-                state.pinned.add(out.untyped_storage())
-                return out
+                return state.pinned.pin(out)  # the host caching allocator's memory
             return op.call(*args, **kwargs)
 
         device = state.devices[out_label]
@@ -273,6 +279,8 @@ class SimDispatchMode(TorchDispatchMode):
             _determinism.check(func, op.alerts, args, kwargs, state.real)
         if labels and op.dtype_rule:
             _rules.check_dtypes(func, args, device.capability)
+        if labels and op.name in _INDEX_LIMITS:
+            _index_limits.check(op.name, args, kwargs)
         if op.gemm:
             state.ensure_cublas_workspace(out_label)
         if func is _ITEM:
@@ -423,11 +431,13 @@ class SimDispatchMode(TorchDispatchMode):
             if not (len(args) > 2 and args[2]) and not kwargs.get("non_blocking"):
                 _sync_debug.check()  # a blocking copy: memcpy_and_sync (Copy.cu)
             state.transfer("h2d", nbytes, dst_label)
+            state.pinned.copied(src, dst_label, _non_blocking(args, kwargs))
             if not state.real:
                 src = torch.empty_like(src, device=_META)
         elif dst_label is None and src_label is not None:
             state.transfer("d2h", nbytes, src_label)
-            if not (len(args) > 2 and args[2]) and not kwargs.get("non_blocking"):
+            state.pinned.copied(dst, src_label, _non_blocking(args, kwargs))
+            if not _non_blocking(args, kwargs):
                 state.record_sync("copy_ to host")
             if not state.real:
                 return dst.zero_()  # placeholder: the simulated GPU holds no data
@@ -662,6 +672,8 @@ class SimFunctionMode(TorchFunctionMode):
                 return None
             index = dev.index
         self.state.init_cuda()
+        if not torch.cuda._initialized:  # C++'s device_lazy_init(kCUDA): torch's own
+            torch.cuda._lazy_init()
         if not self.state.devices:
             raise RuntimeError("No CUDA GPUs are available")
         if index is None:
@@ -746,10 +758,14 @@ class SimFunctionMode(TorchFunctionMode):
         saved, local.target, frame, site.frame = local.target, label, site.frame, UNKNOWN
         try:
             if generator is not None:  # a generator of the script's own (sim/_philox.py)
-                return _draw(generator, lambda: func(*args, **kwargs))
-            return func(*args, **kwargs)
+                out = _draw(generator, lambda: func(*args, **kwargs))
+            else:
+                out = func(*args, **kwargs)
         finally:
             local.target, site.frame = saved, frame
+        if self.state.side_streams and label is not None and torch.is_grad_enabled():
+            tag_backward_stream(out, label)  # its backward runs on the current stream
+        return out
 
     def _inside(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         """``func``'s own body, run with this mode active (its check for a torch function
@@ -786,7 +802,13 @@ class SimFunctionMode(TorchFunctionMode):
         return self._from_data(torch.tensor, data, **kwargs)
 
     def _to_method(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        # Tensor.to's overloads (torch/csrc/autograd/python_variable_methods.cpp
+        # THPVariable_to) take `copy` after non_blocking: 4th after a device, 3rd after a
+        # dtype or a tensor; Module.to's parser (_parse_to) has no `copy`
         copy = bool(kwargs.pop("copy", False))
+        at = 2 if args and isinstance(args[0], (torch.dtype, torch.Tensor)) else 3
+        if len(args) > at:
+            args, copy = args[:at] + args[at + 1 :], bool(args[at])
         if args and isinstance(args[0], torch.Tensor):
             other = args[0]
             device: Any = self._device(other)
@@ -849,6 +871,7 @@ class SimFunctionMode(TorchFunctionMode):
             if not non_blocking:
                 _sync_debug.check()  # a blocking copy: memcpy_and_sync (Copy.cu)
             state.transfer("h2d", nbytes, dst)
+            state.pinned.copied(x, dst, non_blocking)
             if isinstance(x, torch.nn.Parameter):
                 state.host_weights(nbytes)
             target = dst

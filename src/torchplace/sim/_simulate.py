@@ -17,7 +17,7 @@ from torchplace import catalog
 from torchplace._units import parse_size
 from torchplace.cost import Peaks, StepEstimate, op_cost
 from torchplace.sim._comm import Topology
-from torchplace.sim._cuda_api import patched_torch
+from torchplace.sim._cuda_api import cublas_allows_tf32, patched_torch
 from torchplace.sim._distributed import patched_distributed
 from torchplace.sim._modes import SimDispatchMode, SimFunctionMode
 from torchplace.sim._processes import patched_processes
@@ -166,7 +166,7 @@ def simulate(
     def on_op(
         func: Any, args: Any, kwargs: Any, out: Any, label: int, inputs: Any, outputs: Any
     ) -> None:
-        tf32 = torch._C._get_cublas_allow_tf32()  # torch.backends.cuda.matmul.allow_tf32
+        tf32 = cublas_allows_tf32()  # what cuBLAS reads (the legacy getter may raise)
         scope = state.scopes[-1] if state.scopes else None
         estimate = state.devices[label].estimate
         assert estimate is not None  # set for every device above

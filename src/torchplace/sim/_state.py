@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import re
 import sys
 import threading
 import weakref
@@ -73,10 +74,10 @@ def is_user_file(filename: str) -> bool:
 # larger kernel images. Override with simulate(context_bytes=...) / --context-size.
 _CONTEXT_MIB_BY_MAJOR = {7: 300, 8: 400, 9: 500, 10: 600, 12: 500}
 # cuBLAS workspace, allocated through the caching allocator at the first matmul on a device
-# (CUBLAS_WORKSPACE_CONFIG default in c10/cuda/CUDABlas / CublasHandlePool: 8 MiB before
-# Hopper, 32 MiB on sm90 and later).
+# (see cublas_workspace_bytes).
 _MIB = 1024**2
 _GIB = 1024**3
+_ONE_EXA_BYTES = 2**60  # c10/cuda/CUDACachingAllocator.cpp one_exa_bytes
 
 
 def _host_memory() -> tuple[int | None, int | None]:
@@ -99,9 +100,23 @@ def context_bytes_for(spec: GPUSpec) -> int:
     return _CONTEXT_MIB_BY_MAJOR.get(major, 500) * _MIB
 
 
-def _cublas_workspace_bytes(spec: GPUSpec) -> int:
+def cublas_workspace_bytes(spec: GPUSpec, override: int | None = None) -> int:
+    """cuBLAS's workspace size, as aten/src/ATen/cuda/CublasHandlePool.cpp
+    ``getChosenWorkspaceSize`` chooses it: the size set through
+    ``torch.backends.cuda.cublas_workspace_size``, else ``CUBLAS_WORKSPACE_CONFIG``'s
+    ``:SIZE_KIB:COUNT`` pairs summed, else ``:4096:2:16:8`` (8 MiB + 128 KiB), 32 MiB on
+    compute capability 9 to 12."""
+    if override is not None:
+        return override
     major = spec.compute_capability[0] if spec.compute_capability else 9
-    return (32 if major >= 9 else 8) * _MIB
+    default = 4096 * 8 * 1024 if 9 <= major <= 12 else 4096 * 1024 * 2 + 16 * 1024 * 8
+    config = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if config is None:
+        return default
+    pairs = re.findall(r":([0-9]+):([0-9]+)", config)
+    if not pairs:  # torch warns "Could not parse CUBLAS_WORKSPACE_CONFIG" and uses default
+        return default
+    return sum(int(size) * 1024 * int(count) for size, count in pairs)
 
 
 def visible_devices(var: str, count: int) -> list[int]:
@@ -239,9 +254,14 @@ class SimDevice:
     peak_breakdown: dict[str, int] = field(default_factory=dict)
     peak_scopes: dict[str, int] = field(default_factory=dict)
     cublas_ready: bool = False
+    cublas_workspace: tuple[int, int] | None = None  # its allocator handle and trace index
     snapshot_at: int = 0
     estimate: StepEstimate | None = None  # the cost model's running total for this GPU
     step_marks: list[float] = field(default_factory=lambda: [0.0])  # estimate at each step
+    # the GPU time up to which the host has seen this device's work done, and when it looked
+    # (torchplace.sim._bindings_streams.Timeline)
+    done: float = 0.0
+    done_wall: float = 0.0
 
     @property
     def allocated(self) -> int:
@@ -282,10 +302,15 @@ class SimState:
     phase: str = "other"
     scopes: list[str] = field(default_factory=list)
     initialized: bool = False  # CUDA was touched (a forked child then may not use it)
+    capture: Any = None  # the CUDA graph capture under way (torchplace.sim._bindings_graphs)
     bad_fork: bool = False  # this process was forked after its parent touched CUDA
+    cublas_workspace_override: int | None = None  # torch.backends.cuda.cublas_workspace_size
+    oom_observers: list[Any] = field(default_factory=list)  # called before an OOM error
+    side_streams: bool = False  # a stream other than the default one has been current
     optimizers: weakref.WeakSet[torch.optim.Optimizer] = field(default_factory=weakref.WeakSet)
     modules: weakref.WeakSet[torch.nn.Module] = field(default_factory=weakref.WeakSet)
-    pinned: weakref.WeakSet[torch.UntypedStorage] = field(default_factory=weakref.WeakSet)
+    # pinned host storages; during a simulation the host caching allocator (_bindings_host)
+    pinned: Any = field(default_factory=weakref.WeakSet)
     physical: list[SimDevice] = field(default_factory=list)  # every simulated GPU
     visible_note: str | None = None
     _frozen: bool = False  # CUDA_VISIBLE_DEVICES was read (at the first CUDA call)
@@ -542,9 +567,17 @@ class SimState:
         return None if rec is None else rec.handle
 
     def _malloc(self, dev: SimDevice, nbytes: int) -> int:
+        if nbytes >= _ONE_EXA_BYTES:  # NativeCachingAllocator::allocate's first check
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate more than 1EB memory."
+            )
         try:
             handle = dev.allocator.malloc(nbytes)
         except AllocatorOOM as e:
+            # out-of-memory observers (torch._C._cuda_attach_out_of_memory_observer), called
+            # as CUDACachingAllocator.cpp's malloc does: (device, size, total, free)
+            for observer in list(self.oom_observers):
+                observer(dev.index, int(e.alloc_size), int(e.capacity), int(e.free_device))
             where = user_frame()
             self.trace.oom(dev.index, int(e.requested), _user_code_frame())
             self.oom = {
@@ -563,13 +596,26 @@ class SimState:
         if not dev.cublas_ready:
             dev.cublas_ready = True
             with self._lock:
-                nbytes = _cublas_workspace_bytes(dev.spec)
+                nbytes = cublas_workspace_bytes(dev.spec, self.cublas_workspace_override)
                 handle = self._malloc(dev, nbytes)
-                self.trace.alloc(
+                index = self.trace.alloc(
                     dev.index, nbytes, handle, self.clock(dev.index), "other", WORKSPACE, None
                 )
+                dev.cublas_workspace = (handle, index)
                 self.notes["cuBLAS workspace allocated at the first matrix multiply"] += 1
                 self._after_alloc(dev)
+
+    def clear_cublas_workspaces(self) -> None:
+        """``torch._C._cuda_clearCublasWorkspaces()``: free every device's cuBLAS workspace
+        (the next GEMM allocates it again)."""
+        with self._lock:
+            for dev in self.devices:
+                if dev.cublas_workspace is not None:
+                    handle, index = dev.cublas_workspace
+                    dev.allocator.free(handle)
+                    self.trace.free(index, self.clock(dev.index), None)
+                    dev.cublas_workspace = None
+                dev.cublas_ready = False
 
     def reserve_host(self, nbytes: int, device: int) -> None:
         """An allocation of ``nbytes`` the host could not make: raise the simulated GPU's
@@ -712,7 +758,7 @@ class SimState:
         self.refresh_kinds()
         breakdown = dict.fromkeys(CATEGORIES, 0)
         if dev.cublas_ready:
-            breakdown["other"] += _cublas_workspace_bytes(dev.spec)
+            breakdown["other"] += cublas_workspace_bytes(dev.spec, self.cublas_workspace_override)
         scopes: Counter[str] = Counter()
         for key, rec in list(self.storages.items()):
             if rec.device != dev.index:
@@ -768,9 +814,17 @@ class SimState:
         if dev.estimate is not None and bus > 0:
             dev.estimate.add(OpCost(f"nccl {kind}", 0.0, int(bus), seconds, "communication"), None)
 
-    def record_sync(self, kind: str) -> None:
+    def record_sync(self, kind: str, *, device: int | None = None) -> None:
+        """Count a host wait at the user's line; without ``device`` (the caller says how far
+        it waited) the host has waited for all the work enqueued so far."""
+        if self.capture is not None:
+            self.capture.refuse(kind)  # a host wait cannot be part of a CUDA graph
         where = user_frame() or ("<unknown>", 0)
         self.syncs[(kind, where[0], where[1])] += 1
+        if device is None:
+            for dev in self.devices:
+                if dev.estimate is not None and dev.done < dev.estimate.seconds:
+                    dev.done = dev.estimate.seconds
 
     def note(self, text: str) -> None:
         self.notes[text] += 1

@@ -70,10 +70,10 @@ def installed(state: SimState) -> Iterator[None]:
     """The mode starts disabled (a new process); the syncs CUDA checks are checked."""
     record = state.record_sync
 
-    def record_sync(kind: str) -> None:
+    def record_sync(kind: str, *, device: int | None = None) -> None:
         if kind not in _UNCHECKED:
             check()
-        record(kind)
+        record(kind, device=device)
 
     saved = _mode[0]
     _mode[0] = 0

@@ -26,9 +26,18 @@ Modelled, following the source:
 - when ``cudaMalloc`` fails the allocator releases every fully free cached segment
   (as ``torch.cuda.empty_cache()`` does) and retries once before raising out-of-memory.
 
+Private pools (``torch.cuda.MemPool``, a CUDA graph's pool) are modelled as in
+``beginAllocateToPool`` / ``endAllocateToPool`` / ``releasePool``: while a pool is the
+target, requests are served from its own small and large pools (its own segments), its
+freed blocks stay in it, and ``empty_cache`` releases its free segments only once no one
+uses the pool any more.
+
+``roundup_power2_divisions`` rounds requests up to the next of ``n`` steps between two
+powers of two (:meth:`CachingAllocatorModel.configure`).
+
 Not modelled: ``expandable_segments:True`` (segments that grow by mapping pages),
 ``garbage_collection_threshold`` (it only acts together with a per-process memory
-fraction), ``roundup_power2_divisions``, CUDA-graph private pools, ``record_stream``
+fraction), ``record_stream``
 (cross-stream uses that delay a free) and the NVML line "Including non-PyTorch memory,
 this process has ..." of the out-of-memory message. ``cudaMalloc`` is assumed to succeed
 exactly when the segment fits in the device memory left over.
@@ -121,6 +130,31 @@ def segment_size(rounded: int) -> int:
     if rounded < _MIN_LARGE_ALLOC:
         return _LARGE_BUFFER
     return -(-rounded // _ROUND_LARGE) * _ROUND_LARGE
+
+
+def _round_divisions(nbytes: int, divisions: list[int]) -> int:
+    """``round_size`` with ``roundup_power2_divisions`` (c10/cuda/CUDACachingAllocator.cpp;
+    the intervals of c10/core/AllocatorConfig.cpp ``roundup_power2_divisions``): a request
+    rounds up to the next of ``n`` equal steps between two powers of two.
+
+    Examples:
+        >>> _round_divisions(21 * 1024 * 1024 * 4, [4] * 16) // 1024**2
+        96
+    """
+    if nbytes < _MIN_BLOCK_SIZE:
+        return _MIN_BLOCK_SIZE
+    index = min(max(nbytes.bit_length() - 1 - 20, 0), len(divisions) - 1)  # 1 MiB = 2**20
+    n = divisions[index]
+    if n > 1 and nbytes > _MIN_BLOCK_SIZE * n:
+        if nbytes & (nbytes - 1) == 0:
+            return nbytes
+        floor = 1 << (nbytes.bit_length() - 1)
+        step = floor >> (n.bit_length() - 1)
+        if step == 0:
+            return floor << 1
+        rounded = nbytes & ~(step - 1)
+        return nbytes if rounded == nbytes else rounded + step
+    return -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE
 
 
 class AllocatorOOM(RuntimeError):
@@ -296,8 +330,12 @@ class CachingAllocatorModel:
         self._device_index = device_index
         self._max_split = _UNLIMITED if max_split_size is None else max_split_size
         self._max_non_split_rounding = max_non_split_rounding
+        self._divisions: list[int] | None = None  # roundup_power2_divisions, by interval
         self._small_pool = _Pool(small=True)
         self._large_pool = _Pool(small=False)
+        # private pools: id -> [small pool, large pool, users]; the pool allocated to now
+        self._private: dict[tuple[int, int], list[Any]] = {}
+        self._targets: list[tuple[int, int]] = []
         self._blocks: dict[int, _Block] = {}  # every block, free or live, by address
         self._segments: dict[int, int] = {}  # segment base address -> size
         self._next_address = _BASE_ADDRESS
@@ -386,8 +424,15 @@ class CachingAllocatorModel:
             _check_bytes("stream", stream)
         if nbytes == 0:
             return 0
-        size = -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE  # round_size, checked above
-        pool = self._small_pool if size <= _SMALL_SIZE else self._large_pool
+        if self._divisions is None:
+            size = -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE  # round_size, checked above
+        else:
+            size = _round_divisions(nbytes, self._divisions)
+        if self._targets:
+            small_pool, large_pool, _ = self._private[self._targets[-1]]
+        else:
+            small_pool, large_pool = self._small_pool, self._large_pool
+        pool = small_pool if size <= _SMALL_SIZE else large_pool
         block = self._get_free_block(pool, size, stream)
         if block is None:
             alloc_size = segment_size(size)
@@ -455,6 +500,97 @@ class CachingAllocatorModel:
     def empty_cache(self) -> None:
         """Release every fully free segment, as ``torch.cuda.empty_cache()`` does."""
         self._release_cached_blocks()
+
+    def reset_accumulated_stats(self) -> None:
+        """Zero the totals allocated and freed of every stat and the event counters, as
+        ``torch.cuda.reset_accumulated_memory_stats()`` does (``resetAccumulatedStats``)."""
+        for array in self._block_stats().values():
+            for stat in array:
+                stat.allocated = stat.freed = 0
+        for stat in (self._oversize_allocations, self._oversize_segments):
+            stat.allocated = stat.freed = 0
+        self._num_alloc_retries = self._num_ooms = self._num_sync_all_streams = 0
+        self._num_device_alloc = self._num_device_free = 0
+
+    # -- private pools (torch.cuda.MemPool, CUDA graphs) ----------------------------------------
+
+    def begin_allocate_to_pool(self, pool_id: tuple[int, int]) -> None:
+        """Serve the following requests from private pool ``pool_id`` (made on first use,
+        with one user) until :meth:`end_allocate_to_pool`."""
+        if pool_id not in self._private:
+            self._private[pool_id] = [
+                _Pool(small=True, owner=pool_id),
+                _Pool(small=False, owner=pool_id),
+                1,
+            ]
+        self._targets.append(pool_id)
+
+    def end_allocate_to_pool(self, pool_id: tuple[int, int]) -> None:
+        """Stop allocating to ``pool_id`` (the latest :meth:`begin_allocate_to_pool` of it)."""
+        for i in range(len(self._targets) - 1, -1, -1):
+            if self._targets[i] == pool_id:
+                del self._targets[i]
+                return
+
+    def use_pool(self, pool_id: tuple[int, int]) -> None:
+        """One more user of a private pool (a graph that shares it)."""
+        if pool_id in self._private:
+            self._private[pool_id][2] += 1
+        else:
+            self._private[pool_id] = [
+                _Pool(small=True, owner=pool_id),
+                _Pool(small=False, owner=pool_id),
+                1,
+            ]
+
+    def release_pool(self, pool_id: tuple[int, int]) -> None:
+        """One user fewer; a pool no one uses gives its free segments back at the next
+        :meth:`empty_cache`."""
+        entry = self._private.get(pool_id)
+        if entry is not None and entry[2] > 0:
+            entry[2] -= 1
+
+    def configure(
+        self,
+        *,
+        max_split_size: int | None = None,
+        max_non_split_rounding: int = _LARGE_BUFFER,
+        roundup_power2_divisions: list[int] | None = None,
+    ) -> None:
+        """Change the settings ``PYTORCH_ALLOC_CONF`` (``torch.cuda.memory.
+        _set_allocator_settings``) gives: ``max_split_size`` (None: unlimited),
+        ``max_non_split_rounding`` and ``roundup_power2_divisions`` (16 division counts,
+        for the power-of-two size intervals from 1 MiB to 64 GiB; None: round to 512 bytes).
+        """
+        self._max_split = _UNLIMITED if max_split_size is None else max_split_size
+        self._max_non_split_rounding = max_non_split_rounding
+        if roundup_power2_divisions is not None and not any(roundup_power2_divisions):
+            roundup_power2_divisions = None
+        self._divisions = roundup_power2_divisions
+
+    def reserve_outside(self, nbytes: int) -> None:
+        """Device memory taken (``nbytes`` > 0) or given back (< 0) past the cache: a
+        ``cudaMalloc`` of the caller's own, as ``raw_alloc`` makes with caching off."""
+        if nbytes > self.device_free_bytes:
+            raise AllocatorOOM(
+                requested=nbytes,
+                alloc_size=nbytes,
+                free_device=self.device_free_bytes,
+                allocated=self.allocated_bytes,
+                reserved=self.reserved_bytes,
+                capacity=self._capacity,
+                device_index=self._device_index,
+            )
+        self._reserved_outside += nbytes
+
+    def pool_of(self, handle: int) -> tuple[int, int] | None:
+        """The private pool a block belongs to (None: the ordinary pools, or no block)."""
+        block = self._blocks.get(handle)
+        return None if block is None else block.owner
+
+    def pool_use_count(self, pool_id: tuple[int, int]) -> int:
+        entry = self._private.get(pool_id)
+        return 0 if entry is None else int(entry[2])
 
     def reset_peak_stats(self) -> None:
         """Set every peak to its current value (``torch.cuda.reset_peak_memory_stats()``)."""
@@ -553,7 +689,7 @@ class CachingAllocatorModel:
                     "requested_size": requested,
                     "stream": head.stream,
                     "segment_type": "small" if head.small else "large",
-                    "segment_pool_id": (0, 0),
+                    "segment_pool_id": head.owner or (0, 0),
                     "is_expandable": False,
                     "frames": [],
                     "blocks": blocks,
@@ -595,6 +731,7 @@ class CachingAllocatorModel:
         address = self._next_address
         self._next_address += alloc_size
         block = _Block(address, alloc_size, stream, pool.small)
+        block.owner = pool.owner
         self._blocks[address] = block
         self._segments[address] = alloc_size
         pool_index = _SMALL if pool.small else _LARGE
@@ -619,6 +756,7 @@ class CachingAllocatorModel:
         if split:
             remaining = block
             block = _Block(remaining.address, size, remaining.stream, remaining.small)
+            block.owner = remaining.owner
             block.prev = remaining.prev
             if block.prev is not None:
                 block.prev.next = block
@@ -647,7 +785,7 @@ class CachingAllocatorModel:
 
     def _free_block(self, block: _Block) -> None:
         """Put a no-longer-live block back in its pool, merged with free neighbours."""
-        pool = self._small_pool if block.small else self._large_pool
+        pool = self._pool_of(block)
         original_size, requested = block.size, block.requested
         net_blocks = net_bytes = 0
         for candidate in (block.prev, block.next):
@@ -661,6 +799,12 @@ class CachingAllocatorModel:
             net_bytes += block.size
         self._allocated -= original_size
         self._log.append((block.small, -1, -original_size, -requested, net_blocks, net_bytes))
+
+    def _pool_of(self, block: _Block) -> _Pool:
+        if block.owner is None:
+            return self._small_pool if block.small else self._large_pool
+        small, large, _ = self._private[block.owner]
+        return small if block.small else large
 
     def _block_stats(self) -> dict[str, _StatArray]:
         """The stats, with the logged changes of the block stats applied (in order, each
@@ -720,7 +864,11 @@ class CachingAllocatorModel:
     def _release_cached_blocks(self) -> None:
         """Free every cached block that is a whole segment (``emptyCache``)."""
         self._num_sync_all_streams += 1
-        for pool in (self._large_pool, self._small_pool):
+        pools = [self._large_pool, self._small_pool]
+        for pool_id, (small, large, users) in list(self._private.items()):
+            if users == 0 and pool_id not in self._targets:
+                pools += [large, small]
+        for pool in pools:
             kept: list[tuple[int, int, int]] = []
             for key in pool.keys:
                 block = self._blocks[key[2]]
@@ -756,7 +904,9 @@ class CachingAllocatorModel:
 class _Block:
     """A piece of a segment: live (``allocated``) or cached in its pool."""
 
-    __slots__ = ("address", "allocated", "next", "prev", "requested", "size", "small", "stream")
+    __slots__ = (
+        "address", "allocated", "next", "owner", "prev", "requested", "size", "small", "stream",
+    )  # fmt: skip
 
     def __init__(self, address: int, size: int, stream: int, small: bool) -> None:
         self.address = address
@@ -765,6 +915,7 @@ class _Block:
         self.small = small
         self.allocated = False
         self.requested = 0  # bytes asked for, while live
+        self.owner: tuple[int, int] | None = None  # its private pool, if any
         self.prev: _Block | None = None  # neighbours in the same segment
         self.next: _Block | None = None
 
@@ -772,10 +923,11 @@ class _Block:
 class _Pool:
     """The free blocks of one pool, sorted like the real ``std::set<Block*>``."""
 
-    __slots__ = ("keys", "small")
+    __slots__ = ("keys", "owner", "small")
 
-    def __init__(self, *, small: bool) -> None:
+    def __init__(self, *, small: bool, owner: tuple[int, int] | None = None) -> None:
         self.small = small
+        self.owner = owner
         # (stream, size, address) of each free block; a block goes in with insort
         self.keys: list[tuple[int, int, int]] = []
 

@@ -89,8 +89,9 @@ class GPUResult:
 
 
 def _workspace(spec: GPUSpec) -> int:
-    major = spec.compute_capability[0] if spec.compute_capability else 9
-    return (32 if major >= 9 else 8) * _MIB
+    from torchplace.sim._state import cublas_workspace_bytes
+
+    return cublas_workspace_bytes(spec)
 
 
 def replay(

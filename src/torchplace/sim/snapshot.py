@@ -27,6 +27,7 @@ Examples:
 from __future__ import annotations
 
 import pickle
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,7 @@ from torchplace._output import write_atomic
 if TYPE_CHECKING:
     from torchplace.sim._state import SimState
 
-__all__ = ["dump", "snapshot"]
+__all__ = ["MemoryHistory", "dump", "snapshot"]
 
 
 def _frames(state: SimState, index: int) -> list[dict[str, Any]]:
@@ -45,59 +46,146 @@ def _frames(state: SimState, index: int) -> list[dict[str, Any]]:
     return [{"filename": entry[0], "line": entry[1], "name": entry[2] if len(entry) > 2 else ""}]
 
 
-def _in(ranges: list[tuple[int, int | None]] | None, seq: int) -> bool:
-    if ranges is None:
-        return True
-    return any(start <= seq and (end is None or seq <= end) for start, end in ranges)
+#: What ``_record_memory_history(context=...)`` records tracebacks for (torch/cuda/memory.py):
+#: blocks still allocated ("state"), alloc events too ("alloc"), free events too ("all").
+_BLOCK_CONTEXTS = ("state", "alloc", "all")
+_ALLOC_CONTEXTS = ("alloc", "all")
+
+
+@dataclass
+class _Range:
+    start: int  # trace sequence numbers, inclusive; end None: still on
+    end: int | None
+    value: str | None  # what was recorded from `start` on
+
+    def holds(self, seq: int) -> bool:
+        return self.start <= seq and (self.end is None or seq <= self.end)
+
+
+@dataclass
+class MemoryHistory:
+    """What ``torch.cuda.memory._record_memory_history`` asked to record, and since when.
+
+    As the caching allocator keeps it (c10/cuda/CUDACachingAllocator.cpp ``recordHistory``):
+    ``enabled="all"`` keeps alloc/free events for ``device_traces`` (at most ``max_entries``,
+    the latest), ``"state"`` only what is allocated now; turning it off (``None``) or
+    ``clear_history`` drops the events kept so far. ``context`` says which of them carry the
+    user's frame: live blocks (``"state"``), alloc events (``"alloc"``), free events too
+    (``"all"``); a block keeps the frame it was allocated with.
+    """
+
+    events: list[_Range] = field(default_factory=list)  # when events were kept
+    contexts: list[_Range] = field(default_factory=list)  # when tracebacks were recorded
+    max_entries: int | None = None
+    skip: frozenset[str] = frozenset()
+
+    def record(
+        self,
+        seq: int,
+        enabled: str | None,
+        context: str | None = "all",
+        *,
+        max_entries: int | None = None,
+        clear: bool = False,
+        skip: Any = (),
+    ) -> None:
+        """The history setting from trace sequence number ``seq`` on."""
+        for ranges in (self.events, self.contexts):
+            if ranges and ranges[-1].end is None:
+                ranges[-1].end = seq
+        if enabled is None or clear:
+            self.events.clear()
+        if enabled is not None:
+            self.events.append(_Range(seq + 1, None, enabled))
+            self.contexts.append(_Range(seq + 1, None, context))
+            self.max_entries = max_entries
+            self.skip = frozenset(skip or ())
+
+    @staticmethod
+    def _at(ranges: list[_Range], seq: int) -> str | None:
+        for r in reversed(ranges):
+            if r.holds(seq):
+                return r.value
+        return None
+
+    def kept(self, seq: int) -> bool:
+        return self._at(self.events, seq) == "all"
+
+    def context(self, seq: int) -> str | None:
+        return self._at(self.contexts, seq)
 
 
 def snapshot(
-    state: SimState, *, history: list[tuple[int, int | None]] | None = None
+    state: SimState,
+    *,
+    history: MemoryHistory | None = None,
+    pool: tuple[int, int] | None = None,
+    include_traces: bool = True,
 ) -> dict[str, Any]:
     """The snapshot dict of a simulation (see the module docstring).
 
     Args:
         state: the simulation's state.
-        history: sequence ranges whose events go in ``device_traces`` (None: all).
+        history: what ``_record_memory_history`` recorded (None: every event, every frame).
+        pool: only the segments of this memory pool (``MemPool.id``, a graph's pool).
+        include_traces: whether ``device_traces`` lists the events.
     """
     state.sync()
     trace = state.trace
+
+    def context(seq: int, wanted: tuple[str, ...]) -> bool:
+        return history is None or history.context(seq) in wanted
+
+    def kept(seq: int) -> bool:
+        return include_traces and (history is None or history.kept(seq))
+
     live = {(rec.device, rec.handle): rec.trace_index for rec in state.storages.values()}
     segments = []
     for dev in state.devices:
         for seg in dev.allocator.snapshot():
+            if pool is not None and tuple(seg["segment_pool_id"]) != tuple(pool):
+                continue
             for block in seg["blocks"]:
                 index = live.get((dev.index, block["address"]))
-                if index is not None and index >= 0:
+                if (
+                    index is not None
+                    and index >= 0
+                    and context(trace.start[index], _BLOCK_CONTEXTS)
+                ):
                     block["frames"] = _frames(state, trace.frame[index])
             segments.append(seg)
     events: list[tuple[int, dict[str, Any]]] = []
     for i in range(len(trace)):
         device, size, address = trace.device[i], trace.size[i], trace.address[i]
-        frames = _frames(state, trace.frame[i])
         start, end = trace.start[i], trace.end[i]
-        if _in(history, start):
+        if kept(start):
+            frames = _frames(state, trace.frame[i]) if context(start, _ALLOC_CONTEXTS) else []
             events.append(
                 (start, _event(device, "alloc", address, size, trace.start_time[i], frames))
             )
-        if end >= 0 and _in(history, end):
+        if end >= 0 and kept(end):
+            frames = _frames(state, trace.frame[i]) if context(end, ("all",)) else []
             for action in ("free_requested", "free_completed"):
                 events.append(
                     (end, _event(device, action, address, size, trace.end_time[i], frames))
                 )
     for seq, device, kind, address, size, time in trace.segments:
-        if _in(history, seq):
+        if kept(seq):
             events.append((seq, _event(device, kind, address, size, time, [])))
     for seq, device, size, frame in trace.ooms:
-        if _in(history, seq):
-            oom = _event(device, "oom", 0, size, 0.0, _frames(state, frame))
+        if kept(seq):
+            frames = _frames(state, frame) if context(seq, _ALLOC_CONTEXTS) else []
+            oom = _event(device, "oom", 0, size, 0.0, frames)
             oom["device_free"] = state.devices[device].allocator.device_free_bytes
             events.append((seq, oom))
     events.sort(key=lambda e: e[0])
     traces: list[list[dict[str, Any]]] = [[] for _ in state.devices]
+    skip = history.skip if history is not None else frozenset()
     for _, event in events:
-        if event["device"] < len(traces):
+        if event["device"] < len(traces) and event["action"] not in skip:
             traces[event.pop("device")].append(event)
+    if history is not None and history.max_entries is not None:
+        traces = [t[-history.max_entries :] if history.max_entries > 0 else t[-1:] for t in traces]
     return {
         "segments": segments,
         "device_traces": traces,
