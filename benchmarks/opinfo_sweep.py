@@ -184,6 +184,8 @@ def _mixing(op: Any, mixing: dict[str, Any], tally: Tally) -> None:
         return
     for case in mixing["cases"]:
         want = case["result"]
+        if want in ("values", "unknown"):
+            continue  # CUDA raised after reading values no kernel computed: undecided
         out, err = _run(op, sample, case["host"])
         where = f"{cases.key(op)} {mixing['dtype']} sample {mixing['sample']} host={case['host']}"
         if want in ("ok", "device"):

@@ -210,7 +210,13 @@ def worker(start: int, start_dtype: int) -> None:
 
     import opinfo_cases as cases  # this directory
     from torchplace.cost import call_tensors
-    from torchplace.sim._cuda_ops import function_key, shape_class, signature, signature_text
+    from torchplace.sim._cuda_ops import (
+        device_pattern,
+        function_key,
+        shape_class,
+        signature,
+        signature_text,
+    )
 
     class Recorder(TorchDispatchMode):
         """Each aten call's (overload, signature) that ran, and the first that raised."""
@@ -220,6 +226,8 @@ def worker(start: int, start_dtype: int) -> None:
             self.ran: dict[tuple[str, str], None] = {}
             self.failed: tuple[str, str] | None = None
             self.dynamic = False  # an output shape depends on values (never computed here)
+            self.read = False  # the host read a value from the device (a kernel's: zero)
+            self.mixed: dict[tuple[str, str], Any] = {}  # (op, device pattern) -> outcome
 
         def __torch_dispatch__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
@@ -228,17 +236,28 @@ def worker(start: int, start_dtype: int) -> None:
             name = f"{func._schema.name}.{func._overloadname}"
             tensors = call_tensors(args, kwargs)
             sig = signature_text(signature(tensors, args, kwargs), shape_class(tensors))
-            if torch.Tag.dynamic_output_shape in func.tags or name.startswith(
-                "aten::_local_scalar"
-            ):
-                self.dynamic = True
+            on_cuda = [t.device.type == "cuda" for t in tensors]
+            pattern = device_pattern(tensors, on_cuda) if any(on_cuda) else None
             try:
                 out = func(*args, **kwargs)
-            except BaseException:
+            except BaseException as e:
                 if self.failed is None:
                     self.failed = (name, sig)
+                    if pattern is not None and ("h" in pattern or "s" in pattern):
+                        self.mixed[(name, pattern)] = [type(e).__name__, str(e).split("\n")[0]]
                 raise
             self.ran[(name, sig)] = None
+            if pattern is not None and ("h" in pattern or "s" in pattern):
+                self.mixed[(name, pattern)] = "ok"
+            dynamic = torch.Tag.dynamic_output_shape in func.tags
+            if any(on_cuda) and (
+                dynamic or name.startswith(("aten::_local_scalar", "aten::equal"))
+            ):
+                self.read = True
+            if any(on_cuda) and name.startswith(("aten::_to_copy", "aten::copy_")):
+                outs = out if isinstance(out, torch.Tensor) else None
+                self.read = self.read or (outs is not None and outs.device.type == "cpu")
+            self.dynamic = self.dynamic or dynamic or name.startswith("aten::_local_scalar")
             return out
 
     class Functions(TorchFunctionMode):
@@ -274,6 +293,8 @@ def worker(start: int, start_dtype: int) -> None:
         except Exception as e:
             text = str(e)
             result = "device" if DEVICE_ERRORS.search(text) else [type(e).__name__, text]
+            if rec.read and isinstance(result, list) and not STANDARD.search(text):
+                result = "values"  # an error after a read of values no kernel computed
             shapes = None
         finally:
             signal.alarm(0)
@@ -282,6 +303,7 @@ def worker(start: int, start_dtype: int) -> None:
             "failed": rec.failed,
             "result": result,
             "raised_in": functions.raised_in,
+            "mixed": [[op, p, r] for (op, p), r in rec.mixed.items()],
         }
         if shapes is not None:
             found["out"] = shapes
@@ -358,6 +380,7 @@ def mixing(op: Any, sample: Any, run: Any) -> list[Any]:
                 "out": found.get("out"),
                 "above": found["failed"] is None and isinstance(found["result"], list),
                 "raised_in": found.get("raised_in"),
+                "mixed": found.get("mixed", []),
             }
         )
     return out
@@ -437,10 +460,12 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the simulator's table, the sweep's ground truth) from the worker's lines."""
     meta: dict[str, Any] = {}
     seen: dict[tuple[str, str], _Observed] = collections.defaultdict(_Observed)
+    # (aten overload, device pattern) -> CUDA's outcomes there
+    patterns: dict[tuple[str, str], list[Any]] = collections.defaultdict(list)
     # torch function -> where CUDA's path differs from the CPU's: CUDA's errors there, the
     # dtypes of the samples it differed for, whether mixing devices made it differ
     paths: dict[str, dict[str, Any]] = collections.defaultdict(
-        lambda: {"texts": set(), "dtypes": set(), "mixing": False}
+        lambda: {"texts": set(), "dtypes": set(), "mixing": False, "refuse": {}}
     )
     ran_in: dict[str, set[tuple[str, int]]] = collections.defaultdict(set)  # op -> cases
     truth: dict[str, Any] = {}
@@ -463,7 +488,15 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                 case = (record["op"], k)
                 _observe(seen, ran_in, case, s["cpu"], s["cuda"], supported)
                 _above_dispatch(paths, s["cpu"], s["cuda"], record["dtype"])
-                outcomes.append(_outcome(s["cuda"], supported))
+                for run in [s["cuda"], *(s.get("mixing") or ())]:
+                    for op, pattern, outcome in run.get("mixed", ()):
+                        if run["result"] in ("device", "values"):
+                            outcome = "ok"  # it passed the host code's device checks
+                        patterns[(op, pattern)].append(outcome)
+                outcome = _outcome(s["cuda"], supported)
+                if isinstance(outcome["result"], list) and s["cpu"]["result"] == "ok":
+                    outcome["_only_cuda"] = s["cuda"]["failed"]  # decided below
+                outcomes.append(outcome)
                 for m in s.get("mixing") or ():
                     if m.get("above") and m.get("raised_in"):
                         path = paths[m["raised_in"]]
@@ -481,6 +514,7 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                         }
                     )
             cases["samples"][record["dtype"]] = outcomes
+            _refused_everywhere(paths, record["dtype"], record["samples"])
     for name, info in meta["opinfo"].items():
         truth.setdefault(name, {"samples": {}, "mixing": []}).update(info)
 
@@ -508,7 +542,10 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             failed.update(o.cuda_failed)
         runs = sorted(c for c, o in shapes.items() if o.cuda_ran and not o.cuda_failed)
         mixed = sorted(c for c, o in shapes.items() if o.cuda_ran and o.cuda_failed)
-        if len(failed) == 1 and not mixed:
+        # one text, or several of AT_DISPATCH's for one exception type (the kernel's name
+        # can depend on an argument: "leaky_relu_cuda" / "rrelu_with_noise_out_cuda")
+        standard = all(STANDARD.search(t) for _, t in failed) and len({k for k, _ in failed}) == 1
+        if failed and (len(failed) == 1 or standard) and not mixed:
             (kind, text), _ = failed.most_common(1)[0]
             # a text of its own is CUDA's refusal of the dtype only if the same sample ran
             # through this operator in another dtype (else it may be the sample's values,
@@ -531,6 +568,35 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             and any(o.cpu_failed for o in shapes.values())
         ):
             widen[op].append(sig)
+
+    # A CUDA error where the CPU ran the same sample, that no dtype refusal and no path
+    # explains, may come from values the host-only runtime never computed (a kernel's
+    # output reads as zero: "repeats can not be negative") or from an argument the table
+    # does not key on (linalg.lstsq's driver): the sweep counts it as undecided.
+    explained = {t for v in paths.values() for t in v["texts"]}
+    for cases in truth.values():
+        for outcomes in cases["samples"].values():
+            for o in outcomes:
+                failed = o.pop("_only_cuda", None)
+                if failed is None or STANDARD.search(o["result"][1]):
+                    continue
+                base = _shape_class(failed[1])[0]
+                if (
+                    base not in refuse.get(failed[0], {})
+                    and _first_line(o["result"][1]) not in explained
+                ):
+                    o["result"] = "unknown"
+
+    # device mixing, per operator: the patterns CUDA ran, and those it refused (every time,
+    # with one text: the first line of it, device indices left out)
+    mixing: dict[str, dict[str, Any]] = collections.defaultdict(lambda: {"allow": [], "refuse": {}})
+    for (op, pattern), outcomes in sorted(patterns.items()):
+        errors = {tuple(o) for o in outcomes if o != "ok"}
+        if "ok" in outcomes and not errors:
+            mixing[op]["allow"].append(pattern)
+        elif len(errors) == 1 and "ok" not in outcomes:
+            kind, text = errors.pop()
+            mixing[op]["refuse"][pattern] = [kind, message(text)]
 
     # "Could not run": the dispatcher's text (its template taken from a sample that raised
     # it, the backends and table from the dispatcher), for operators a CUDA program reaches.
@@ -558,8 +624,14 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "refuse": dict(refuse),
         "no_kernel": no_kernel,
         "widen": dict(widen),
+        "mixing": dict(mixing),
         "paths": {
-            k: {"texts": sorted(v["texts"]), "dtypes": sorted(v["dtypes"]), "mixing": v["mixing"]}
+            k: {
+                "texts": sorted(v["texts"]),
+                "dtypes": sorted(v["dtypes"]),
+                "mixing": v["mixing"],
+                "refuse": v["refuse"],
+            }
             for k, v in sorted(paths.items())
         },
         "messages": messages,
@@ -593,6 +665,8 @@ def _observe(
         seen[(cpu["failed"][0], cpu["failed"][1])].cpu_failed += 1
     if cuda["failed"] is None or cuda["result"] == "ok":
         return  # (an error raised and caught inside the operator)
+    if cuda["result"] == "values":
+        return  # raised after reading values no kernel computed: no evidence
     o = seen[(cuda["failed"][0], cuda["failed"][1])]
     if cuda["result"] == "device":  # passed the host code's checks
         if supported:
@@ -632,6 +706,22 @@ def _above_dispatch(
         paths[cpu["raised_in"]]["dtypes"].add(dtype)  # the CPU refuses above dispatch; CUDA runs
 
 
+def _refused_everywhere(paths: dict[str, dict[str, Any]], dtype: str, samples: list[Any]) -> None:
+    """An operator CUDA refuses in this dtype on every sample with one text, raised in a
+    torch function whose path differs on CUDA (cuDNN's batch norm, which the CPU build's
+    composite never picks: it asks whether torch was built with cuDNN): a refusal of that
+    function in that dtype."""
+    results = [s["cuda"] for s in samples]
+    if not results or not all(isinstance(r["result"], list) for r in results):
+        return
+    if len({(r["result"][0], r["result"][1], r.get("raised_in")) for r in results}) != 1:
+        return
+    key = results[0].get("raised_in")
+    text = _first_line(results[0]["result"][1])
+    if key in paths and text in paths[key]["texts"]:
+        paths[key]["refuse"][dtype] = [results[0]["result"][0], results[0]["result"][1]]
+
+
 def _shape_class(sig: str) -> tuple[str, str]:
     """``"float32|empty"`` -> ``("float32", "empty")``; ``"float32"`` -> ``("float32", "")``."""
     for shape in ("empty", "scalar"):
@@ -668,7 +758,7 @@ def _outcome(cuda: dict[str, Any], supported: bool) -> Any:
     work to a library or kernel: it ran as far as it can without a GPU), ``unknown`` (the
     same, for a dtype OpInfo says CUDA lacks: the library may refuse it) or the error."""
     result = _result(cuda["result"])
-    if result == "device" and not supported:
+    if (result == "device" and not supported) or result == "values":
         result = "unknown"
     return {"result": result, "out": cuda.get("out")} if result == "ok" else {"result": result}
 

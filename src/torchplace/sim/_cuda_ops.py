@@ -28,7 +28,7 @@ import gzip
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -38,6 +38,7 @@ from torch.utils._pytree import tree_map
 __all__ = [
     "CudaPath",
     "CudaRule",
+    "device_pattern",
     "function_key",
     "paths",
     "rule_for",
@@ -71,6 +72,14 @@ def function_key(func: Any) -> str:
     (``torch:tensor_split``, ``torch.functional:meshgrid``, ``:TensorBase.tensor_split``)."""
     module = getattr(func, "__module__", None) or ""
     return f"{module}:{getattr(func, '__qualname__', getattr(func, '__name__', repr(func)))}"
+
+
+def device_pattern(tensors: Sequence[torch.Tensor], on_gpu: Sequence[bool]) -> str:
+    """Where an aten call's tensors are: ``d`` on the GPU, ``h`` on the host, ``s`` a 0-dim
+    host tensor, in the order :func:`signature` lists them (``"d,s"``: a GPU tensor and a
+    host scalar)."""
+    places = zip(tensors, on_gpu, strict=True)
+    return ",".join("d" if gpu else ("s" if t.dim() == 0 else "h") for t, gpu in places)
 
 
 def shape_class(tensors: Sequence[torch.Tensor]) -> str:
@@ -111,6 +120,9 @@ class CudaRule:
     refuse: dict[tuple[Any, ...], tuple[type[Exception], str, frozenset[str]]]
     widen: frozenset[tuple[Any, ...]]  # signatures CUDA runs and the CPU build refuses
     first: frozenset[Any]  # the first dtypes of the refused signatures (None: no tensor)
+    # device mixing on one GPU (device_pattern): the patterns CUDA runs, those it refuses
+    allow: frozenset[str] = frozenset()
+    mixed_refuse: dict[str, tuple[type[Exception], str]] = field(default_factory=dict)
 
     def refusal(self, tensors: Sequence[torch.Tensor], args: Any, kwargs: Any) -> Exception | None:
         """CUDA's error for this call, or None where CUDA runs it."""
@@ -123,7 +135,22 @@ class CudaRule:
 
     def widens(self, tensors: Sequence[torch.Tensor], args: Any, kwargs: Any) -> bool:
         """Whether CUDA runs this call where the CPU build refused it."""
-        return bool(self.widen) and signature(tensors, args, kwargs) in self.widen
+        sig = signature(tensors, args, kwargs)
+        if sig in self.widen:
+            return True
+        found = self.refuse.get(sig)  # refused, but run in this call's shape class
+        return found is not None and shape_class(tensors) in found[2]
+
+    def mixing(self, tensors: Sequence[torch.Tensor], on_gpu: Sequence[bool], gpu: int) -> Any:
+        """CUDA's own outcome for tensors on one GPU and the host: True where it runs the
+        call, its error where it refuses it, None where the data does not say."""
+        pattern = device_pattern(tensors, on_gpu)
+        if pattern in self.allow:
+            return True
+        found = self.mixed_refuse.get(pattern)
+        if found is None:
+            return None
+        return found[0](found[1].replace("cuda:0", f"cuda:{gpu}"))
 
 
 def table_version(version: str | None = None) -> tuple[int, int] | None:
@@ -168,7 +195,8 @@ def table() -> dict[str, CudaRule]:
         return {}
     messages: list[str] = data["messages"]
     rules: dict[str, CudaRule] = {}
-    for op in {*data["refuse"], *data["no_kernel"], *data["widen"]}:
+    mixing = data.get("mixing", {})
+    for op in {*data["refuse"], *data["no_kernel"], *data["widen"], *mixing}:
         refuse = {}
         for text, (kind, index, runs) in data["refuse"].get(op, {}).items():
             sig = _parse_signature(text)
@@ -176,11 +204,17 @@ def table() -> dict[str, CudaRule]:
                 refuse[sig] = (_ERRORS.get(kind, RuntimeError), messages[index], frozenset(runs))
         widen = (_parse_signature(t) for t in data["widen"].get(op, ()))
         missing = data["no_kernel"].get(op)
+        mixed = mixing.get(op, {})
         rules[op] = CudaRule(
             None if missing is None else messages[missing],
             refuse,
             frozenset(s for s in widen if s is not None),
             frozenset(sig[0] if sig else None for sig in refuse),
+            frozenset(mixed.get("allow", ())),
+            {
+                p: (_ERRORS.get(kind, RuntimeError), messages[index])
+                for p, (kind, index) in mixed.get("refuse", {}).items()
+            },
         )
     return rules
 
@@ -195,6 +229,9 @@ class CudaPath:
     texts: frozenset[str]
     dtypes: frozenset[torch.dtype]
     mixing: bool
+    # dtype (of the first tensor) -> CUDA's error where every sample in it was refused on
+    # CUDA's path (cuDNN's batch norm, which a build without cuDNN cannot take)
+    refuse: dict[torch.dtype, tuple[type[Exception], str]] = field(default_factory=dict)
 
 
 @functools.cache
@@ -205,6 +242,11 @@ def paths() -> dict[str, CudaPath]:
             frozenset(v["texts"]),
             frozenset(_DTYPES[d] for d in v["dtypes"] if d in _DTYPES),
             bool(v["mixing"]),
+            {
+                _DTYPES[d]: (_ERRORS.get(kind, RuntimeError), text)
+                for d, (kind, text) in v.get("refuse", {}).items()
+                if d in _DTYPES
+            },
         )
         for k, v in _data().get("paths", {}).items()
     }
@@ -268,6 +310,8 @@ def run_wider(func: Any, args: Any, kwargs: Any, error: Exception) -> Any:
     ]
     expected = _expected(func, args, kwargs)
     narrow = {t.dtype for t in _tensors((args, kwargs)) if t.dtype in _WIDER}
+    chosen = [*args, *kwargs.values()]  # dtype= arguments (a factory's) widen too
+    narrow |= {a for a in chosen if isinstance(a, torch.dtype) and a in _WIDER}
     plans = [{d: _WIDER[d][min(step, len(_WIDER[d]) - 1)] for d in narrow} for step in range(3)]
     # then torch's own decomposition of the operator (torch._decomp), in the call's dtypes
     # and wider ones: complex nansum, which no CPU kernel computes

@@ -25,6 +25,7 @@ before.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torchplace.cost import call_tensors
 from torchplace.sim._cuda_ops import CudaPath, function_key, paths, rule_for
 
-__all__ = ["applies", "cuda_path", "path_of", "wider"]
+__all__ = ["PATH_CACHE", "applies", "cuda_path", "path_of", "wider"]
 
 
 class _Refused(Exception):
@@ -61,18 +62,17 @@ class _CudaTable(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-_cache: dict[Any, CudaPath | None] = {}
+#: torch function -> how its path differs on CUDA (None: it does not); read by the
+#: function mode before it calls :func:`path_of`
+PATH_CACHE: dict[Any, CudaPath | None] = {}
 
 
 def path_of(func: Callable[..., Any]) -> CudaPath | None:
     """How a torch function's path differs on CUDA (None: it does not)."""
-    try:
-        return _cache[func]
-    except KeyError:
-        found = _cache[func] = paths().get(function_key(func))
-        return found
-    except TypeError:  # not hashable
-        return None
+    found = paths().get(function_key(func))
+    with contextlib.suppress(TypeError):  # not hashable
+        PATH_CACHE[func] = found
+    return found
 
 
 def applies(
@@ -100,6 +100,12 @@ def cuda_path(
     """Run ``func`` as CUDA would, on fake tensors: raise CUDA's error, or return the fake
     outputs (None where the fake run cannot tell)."""
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    if path.refuse:
+        tensors = call_tensors(args, kwargs)
+        found = path.refuse.get(tensors[0].dtype) if tensors else None
+        if found is not None:
+            raise found[0](found[1])
 
     log = logging.getLogger("torch._subclasses.fake_tensor")  # logs each meta failure
     quiet, log.disabled = log.disabled, True

@@ -35,6 +35,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from torchplace.cost import call_tensors, runs_kernel, tensors_in
 from torchplace.sim import _autocast, _comm, _cuda_ops, _determinism, _rules, _sdpa, _sync_debug
+from torchplace.sim._cuda_path import PATH_CACHE as _PATH_CACHE
 from torchplace.sim._cuda_path import applies, cuda_path, path_of, wider
 from torchplace.sim._kernels import REAL_KERNELS
 from torchplace.sim._python_functions import reads_device, unguarded
@@ -270,7 +271,14 @@ class SimDispatchMode(TorchDispatchMode):
                         label = state.label(t)
                     return f"cuda:{label}" if label is not None else str(t.device.type)
 
-                _rules.check(func, args, kwargs, dev)
+                verdict = None  # CUDA's own outcome for this mix of one GPU and the host
+                if op.cuda is not None and on_host and len(set(labels.values())) == 1:
+                    gpu = next(iter(labels.values()))
+                    verdict = op.cuda.mixing(leaves, [id(t) in labels for t in leaves], gpu)
+                if verdict is None:
+                    _rules.check(func, args, kwargs, dev)
+                elif verdict is not True:
+                    raise verdict
             if op.index and args and isinstance(args[0], torch.Tensor):
                 out_label = labels.get(id(args[0]))  # the indexed tensor's device
                 if out_label is None:
@@ -782,13 +790,16 @@ class SimFunctionMode(TorchFunctionMode):
             return func(*args, **kwargs)
         on_cuda: Any = None
         if label is not None:
-            if type(func) is _PY_FUNCTION and (_deterministic() or reads_device(func)):
+            if func.__class__ is _PY_FUNCTION and (_deterministic() or reads_device(func)):
                 # torch's Python code that reads the device (torch.unravel_index makes its
                 # divisors on indices.device), or that picks its deterministic decompositions
                 # by input.is_cuda / is_cpu (F.interpolate, F.pad, max_pool3d): its body must
                 # see the simulated device, so it runs with this mode active
                 return self._inside(func, types, args, kwargs)
-            path = path_of(func)  # torch's code above dispatch that checks the device
+            try:  # torch's code above dispatch that checks the device (cached per function)
+                path = _PATH_CACHE[func]
+            except (KeyError, TypeError):
+                path = path_of(func)
             if path is not None and applies(path, args, kwargs, self._label):
                 on_cuda = cuda_path(func, args, kwargs, self._label, path)
         # as self.on(label), inlined (a hot path): a call on simulated device `label`, or a
