@@ -72,6 +72,10 @@ def test_signature_lists_tensor_then_dtype_arguments() -> None:
          NotImplementedError, "\"baddbmm_cuda\" not implemented for 'Int'"),
         (lambda: torch.ones(3, dtype=torch.long).dot(torch.ones(3, dtype=torch.long)),
          NotImplementedError, "\"dot\" not implemented for 'Long'"),
+        (lambda: torch.nn.functional.linear(
+            torch.ones(2, 3).to(torch.float8_e4m3fn), torch.ones(4, 3).to(torch.float8_e4m3fn),
+            torch.ones(4).to(torch.float8_e4m3fn)),
+         NotImplementedError, "\"addmm_cuda\" not implemented for 'Float8_e4m3fn'"),
         # SummaryOps.cu: histc on CUDA takes no Half
         (lambda: torch.histc(torch.ones(4, dtype=torch.float16)),
          RuntimeError, "HalfTensor is not supported"),

@@ -540,12 +540,17 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         failed = collections.Counter()
         for o in shapes.values():
             failed.update(o.cuda_failed)
-        runs = sorted(c for c, o in shapes.items() if o.cuda_ran and not o.cuda_failed)
-        mixed = sorted(c for c, o in shapes.items() if o.cuda_ran and o.cuda_failed)
+        # the shape classes CUDA ran it in: exempt from a refusal (an empty product returns
+        # before the dtype switch); the plain class ("") decides whether it is refused
+        runs = sorted(c for c, o in shapes.items() if o.cuda_ran)
+        mixed = [c for c in runs if shapes[c].cuda_failed and c == ""]
+        plain = shapes.get("")
+        if plain is not None and plain.cuda_failed:
+            failed = plain.cuda_failed.copy()  # the text of the calls that matter most
         # one text, or several of AT_DISPATCH's for one exception type (the kernel's name
         # can depend on an argument: "leaky_relu_cuda" / "rrelu_with_noise_out_cuda")
         standard = all(STANDARD.search(t) for _, t in failed) and len({k for k, _ in failed}) == 1
-        if failed and (len(failed) == 1 or standard) and not mixed:
+        if failed and (len(failed) == 1 or standard) and not mixed and runs != sorted(shapes):
             (kind, text), _ = failed.most_common(1)[0]
             # a text of its own is CUDA's refusal of the dtype only if the same sample ran
             # through this operator in another dtype (else it may be the sample's values,

@@ -273,6 +273,11 @@ _WIDER = {
     torch.int32: (torch.int64, torch.float64),
     torch.int64: (torch.float64,),
     torch.float32: (torch.float64,),
+    **{  # float8: every value is exact in float32
+        getattr(torch, name): (torch.float32,)
+        for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+        if hasattr(torch, name)
+    },
 }
 
 
@@ -284,8 +289,11 @@ def _expected(func: Any, args: Any, kwargs: Any) -> Any:
             return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
         return a
 
+    meta_kwargs = tree_map(to_meta, kwargs)
+    if "device" in meta_kwargs:  # a factory's
+        meta_kwargs["device"] = torch.device("meta")
     try:
-        return func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+        return func(*tree_map(to_meta, args), **meta_kwargs)
     except Exception:  # no meta kernel, or one that checks what the CPU checks
         return None
 
@@ -297,8 +305,9 @@ def run_wider(func: Any, args: Any, kwargs: Any, error: Exception) -> Any:
 
     Each floating, complex or integer input is widened to the nearest dtype the CPU
     computes in (fp16/bf16 -> fp32 -> fp64, complex32 -> complex64 -> complex128, integers
-    -> int64 -> fp64); failing that, torch's own decomposition of the operator runs, in
-    the call's dtypes and then the wider ones. The outputs take the dtypes the meta kernel
+    -> int64 -> fp64, float8 -> fp32); failing that, torch's own decomposition of the
+    operator runs, in the call's dtypes and then the wider ones; an empty result is made
+    from the meta function's shapes. The outputs take the dtypes the meta kernel
     gives the call (else the input dtypes they were widened from); arguments the operator
     writes get the result copied back. Values differ from CUDA's by the rounding of the
     narrower dtype (CUDA computes fp16 and bf16 in fp32 too, but rounds between steps).
@@ -310,9 +319,16 @@ def run_wider(func: Any, args: Any, kwargs: Any, error: Exception) -> Any:
     ]
     expected = _expected(func, args, kwargs)
     narrow = {t.dtype for t in _tensors((args, kwargs)) if t.dtype in _WIDER}
-    chosen = [*args, *kwargs.values()]  # dtype= arguments (a factory's) widen too
-    narrow |= {a for a in chosen if isinstance(a, torch.dtype) and a in _WIDER}
-    plans = [{d: _WIDER[d][min(step, len(_WIDER[d]) - 1)] for d in narrow} for step in range(3)]
+    given = [*args, *kwargs.values()]  # dtype= arguments (a factory's) widen too
+    narrow |= {a for a in given if isinstance(a, torch.dtype) and a in _WIDER}
+    # the floating dtypes first (an index tensor must stay int64), then every dtype
+    floating = {d for d in narrow if d.is_floating_point or d.is_complex}
+    plans: list[dict[torch.dtype, torch.dtype]] = []
+    for step in range(3):
+        for kinds in (floating, narrow):
+            plan = {d: _WIDER[d][min(step, len(_WIDER[d]) - 1)] for d in kinds}
+            if plan and plan not in plans:
+                plans.append(plan)
     # then torch's own decomposition of the operator (torch._decomp), in the call's dtypes
     # and wider ones: complex nansum, which no CPU kernel computes
     from torch._decomp import decomposition_table
@@ -334,6 +350,16 @@ def run_wider(func: Any, args: Any, kwargs: Any, error: Exception) -> Any:
             if isinstance(target, torch.Tensor) and target is not result:
                 target.copy_(result)
         return _narrowed(out, expected, plan, pairs)
+    outs = expected if isinstance(expected, (list, tuple)) else (expected,)
+    if expected is not None and all(isinstance(o, torch.Tensor) and not o.numel() for o in outs):
+        # an empty result (CUDA returns before its dtype switch): the meta function's shapes
+        # and dtypes are all there is to it
+        inputs = _tensors((args, kwargs))
+        device = inputs[0].device if inputs else torch.device("cpu")
+        made = [
+            torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device=device) for o in outs
+        ]
+        return made[0] if not isinstance(expected, (list, tuple)) else type(expected)(made)
     raise error
 
 
