@@ -34,9 +34,21 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from torchplace.cost import call_tensors, runs_kernel, tensors_in
-from torchplace.sim import _autocast, _comm, _determinism, _index_limits, _rules, _sdpa, _sync_debug
+from torchplace.sim import (
+    _autocast,
+    _comm,
+    _cuda_ops,
+    _determinism,
+    _index_limits,
+    _rules,
+    _sdpa,
+    _sync_debug,
+)
 from torchplace.sim._bindings_streams import tag_backward_stream
+from torchplace.sim._cuda_path import PATH_CACHE as _PATH_CACHE
+from torchplace.sim._cuda_path import applies, cuda_path, path_of, wider
 from torchplace.sim._kernels import REAL_KERNELS
+from torchplace.sim._python_functions import reads_device, unguarded
 from torchplace.sim._state import UNKNOWN, SimState, storage_key
 
 __all__ = ["SimDispatchMode", "SimFunctionMode", "invalid_ordinal", "placeholder_scalar"]
@@ -86,7 +98,7 @@ _SEEDED = torch.Tag.nondeterministic_seeded
 _DYNAMIC = torch.Tag.dynamic_output_shape
 _INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_")
 _INDEX_LIMITS = _index_limits.LIMITS  # ops whose CUDA kernel indexes with 32 bits only
-_DTYPE_RULES = {*_rules.GEMM_KERNELS, "aten::_scaled_mm"}  # ops _rules.check_dtypes checks
+_DTYPE_RULES = {"aten::_scaled_mm"}  # ops _rules.check_dtypes checks
 
 
 def _non_blocking(args: Any, kwargs: Any) -> bool:
@@ -104,7 +116,8 @@ class _Op:
     host_arguments: bool  # takes an argument that must be on the host (_rules)
     host_outputs: tuple[int, ...]  # outputs the CUDA kernel makes on the host
     gemm: bool  # a cuBLAS matrix product (cuBLAS allocates its workspace at the first)
-    dtype_rule: bool  # the GPU kernel lacks some dtypes (_rules.check_dtypes)
+    dtype_rule: bool  # the GPU's check depends on its compute capability (_rules.check_dtypes)
+    cuda: _cuda_ops.CudaRule | None  # what CUDA's build does that the CPU's does not
     foreach: bool  # a _foreach_ op: its outputs are on the devices of its first list
     may_sync: bool  # may make CUDA wait for the GPU (_count_sync decides)
     seeded: bool  # draws random numbers
@@ -126,7 +139,8 @@ class _Op:
         return _Op(
             name, name in _INDEX_OPS, name in _rules.HOST_ARGUMENTS,
             _rules.HOST_OUTPUTS.get(name, ()), func in _GEMMS, name in _DTYPE_RULES,
-            name.startswith("aten::_foreach_"), sync, _SEEDED in func.tags,
+            _cuda_ops.rule_for(func), name.startswith("aten::_foreach_"), sync,
+            _SEEDED in func.tags,
             any(a.name == "generator" for a in func._schema.arguments),
             REAL_KERNELS.get(func), _comm.collective_of(func), func in _HOST_FACTORIES,
             func.is_view, runs_kernel(func), func,
@@ -169,17 +183,33 @@ def placeholder_scalar(dtype: torch.dtype) -> bool | int | float | complex:
 
 
 class _Mover(torch.autograd.Function):
-    """A differentiable move between the host and a simulated device, or two of them."""
+    """A differentiable move of placeholder values to the host (which ``aten._to_copy``
+    cannot make: a meta tensor has no data); every other move is ``aten._to_copy``'s own
+    (``SimFunctionMode._apply``)."""
 
     @staticmethod
     def forward(ctx: Any, t: torch.Tensor, make: Callable[[], torch.Tensor], back: Any) -> Any:
-        ctx.back = back
+        ctx.back, ctx.dtype = back, t.dtype
         return make()
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
         with torch._C.DisableTorchFunction():  # the simulator's own code: real devices
-            return ctx.back(grad), None, None
+            return ctx.back(grad).to(ctx.dtype), None, None
+
+
+def _move_gradient(node: Any, index: int, back: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """After autograd ``node`` computes its ``index``-th gradient, move it with ``back`` to
+    the device its input is on (which the node's own ``grad.to(device)`` cannot tell from
+    a simulated device's backing)."""
+
+    def moved(grads: tuple[Any, ...], _: Any) -> tuple[Any, ...]:
+        if grads[index] is None:
+            return grads
+        with torch._C.DisableTorchFunction():  # the simulator's own code: real devices
+            return (*grads[:index], back(grads[index]), *grads[index + 1 :])
+
+    node.register_hook(moved)
 
 
 class _Local(threading.local):
@@ -237,6 +267,15 @@ class SimDispatchMode(TorchDispatchMode):
         explicit = local.explicit
         if func is _COPY and (labels or explicit is not None):
             return self._copy(args, kwargs)
+        if (
+            func is _TO_COPY
+            and labels
+            and not state.real
+            and explicit is None
+            and kwargs.get("device") is not None
+            and torch.device(kwargs["device"]).type == "cpu"
+        ):  # C++ (an autograd node) moving placeholders to the host
+            return self._placeholders_to_host(args[0], kwargs, labels[id(args[0])])
         if explicit is not None:
             out_label: int | None = explicit
         elif labels:
@@ -248,7 +287,14 @@ class SimDispatchMode(TorchDispatchMode):
                         label = state.label(t)
                     return f"cuda:{label}" if label is not None else str(t.device.type)
 
-                _rules.check(func, args, kwargs, dev)
+                verdict = None  # CUDA's own outcome for this mix of one GPU and the host
+                if op.cuda is not None and on_host and len(set(labels.values())) == 1:
+                    gpu = next(iter(labels.values()))
+                    verdict = op.cuda.mixing(leaves, [id(t) in labels for t in leaves], gpu)
+                if verdict is None:
+                    _rules.check(func, args, kwargs, dev)
+                elif verdict is not True:
+                    raise verdict
             if op.index and args and isinstance(args[0], torch.Tensor):
                 out_label = labels.get(id(args[0]))  # the indexed tensor's device
                 if out_label is None:
@@ -277,6 +323,11 @@ class SimDispatchMode(TorchDispatchMode):
         device = state.devices[out_label]
         if op.alerts:
             _determinism.check(func, op.alerts, args, kwargs, state.real)
+        cuda = op.cuda  # a kernel or dtype the CUDA build lacks (generated data)
+        if cuda is not None and (not leaves or leaves[0].dtype in cuda.first or cuda.missing):
+            refused = cuda.refusal(leaves, args, kwargs)
+            if refused is not None:
+                raise refused
         if labels and op.dtype_rule:
             _rules.check_dtypes(func, args, device.capability)
         if labels and op.name in _INDEX_LIMITS:
@@ -299,10 +350,13 @@ class SimDispatchMode(TorchDispatchMode):
                 out = op.call(*args, **kwargs)
             else:
                 out = self._run(func, op, args, kwargs, device)
-        except RuntimeError as e:
-            if state.real and "can't allocate memory" in str(e):
-                self._host_allocation_failed(func, args, kwargs, out_label)
-            raise
+        except (RuntimeError, NotImplementedError) as e:
+            if state.real and op.cuda is not None and op.cuda.widens(leaves, args, kwargs):
+                out = _cuda_ops.run_wider(func, args, kwargs, e)  # CUDA runs what the CPU lacks
+            else:
+                if state.real and "can't allocate memory" in str(e):
+                    self._host_allocation_failed(func, args, kwargs, out_label)
+                raise
         outs = [out] if isinstance(out, torch.Tensor) else tensors_in(out)
         if op.foreach and isinstance(out, (list, tuple)):
             firsts = next(a for a in args if isinstance(a, (list, tuple)))
@@ -444,6 +498,13 @@ class SimDispatchMode(TorchDispatchMode):
         elif dst_label is not None and src_label is not None and dst_label != src_label:
             state.transfer("d2d", nbytes, src_label)
         return _COPY(dst, src, *args[2:], **kwargs)
+
+    def _placeholders_to_host(self, x: torch.Tensor, kwargs: Any, label: int) -> torch.Tensor:
+        """``aten._to_copy`` of a simulated tensor to the host from C++ (an autograd node's
+        ``grad.to(cpu)``) with placeholder values: zeros, and the transfer."""
+        self.state.transfer("d2h", x.numel() * x.element_size(), label)
+        self.state.record_sync("to cpu")
+        return torch.zeros(x.shape, dtype=kwargs.get("dtype") or x.dtype, device="cpu")
 
     def _run_on_zeros(self, func: Any, args: Any, kwargs: Any) -> Any:
         """Ops without a meta kernel (data-dependent shapes) run on placeholder zeros."""
@@ -625,6 +686,7 @@ class SimFunctionMode(TorchFunctionMode):
                 x, "cpu", None, False, memory_format
             ),
             t.new_tensor: self._new_tensor,
+            t.copy_: self._copy_method,
             t.item: self._item,
             t.tolist: self._tolist,
             t.__bool__: self._bool,
@@ -747,11 +809,20 @@ class SimFunctionMode(TorchFunctionMode):
             _check_generator(generator, label)
         if label is None and local.target is None:
             return func(*args, **kwargs)
-        if label is not None and type(func) is _PY_FUNCTION and _deterministic():
-            # torch's functional code picks its deterministic decompositions by
-            # input.is_cuda / is_cpu (F.interpolate, F.pad, max_pool3d): its body must see
-            # the simulated device, so it runs with this mode active
-            return self._inside(func, types, args, kwargs)
+        on_cuda: Any = None
+        if label is not None:
+            if func.__class__ is _PY_FUNCTION and (_deterministic() or reads_device(func)):
+                # torch's Python code that reads the device (torch.unravel_index makes its
+                # divisors on indices.device), or that picks its deterministic decompositions
+                # by input.is_cuda / is_cpu (F.interpolate, F.pad, max_pool3d): its body must
+                # see the simulated device, so it runs with this mode active
+                return self._inside(func, types, args, kwargs)
+            try:  # torch's code above dispatch that checks the device (cached per function)
+                path = _PATH_CACHE[func]
+            except (KeyError, TypeError):
+                path = path_of(func)
+            if path is not None and applies(path, args, kwargs, self._label):
+                on_cuda = cuda_path(func, args, kwargs, self._label, path)
         # as self.on(label), inlined (a hot path): a call on simulated device `label`, or a
         # host call inside a simulated one, which makes host tensors
         site = self.state.site
@@ -761,6 +832,10 @@ class SimFunctionMode(TorchFunctionMode):
                 out = _draw(generator, lambda: func(*args, **kwargs))
             else:
                 out = func(*args, **kwargs)
+        except (RuntimeError, NotImplementedError) as e:
+            if on_cuda is None:
+                raise
+            out = wider(func, args, kwargs, on_cuda, e)  # CUDA's path runs it; the CPU's not
         finally:
             local.target, site.frame = saved, frame
         if self.state.side_streams and label is not None and torch.is_grad_enabled():
@@ -771,9 +846,9 @@ class SimFunctionMode(TorchFunctionMode):
         """``func``'s own body, run with this mode active (its check for a torch function
         skipped once: torch.overrides.redispatch_function)."""
         redispatch = getattr(torch._C, "_skip_one_hop_torch_function", None)
-        if redispatch is None:  # torch before 2.13: the body sees the backing device
-            return func(*args, **kwargs)
         with self:
+            if redispatch is None:  # torch before 2.13: a copy without the check
+                return unguarded(func)(*args, **kwargs)
             return redispatch(func, types, args, kwargs)
 
     # --- creating and moving data -----------------------------------------------------
@@ -795,6 +870,19 @@ class SimFunctionMode(TorchFunctionMode):
         host = factory(data, *args, device="cpu", **kwargs)
         out = self._move(host, torch.device("cuda", label), None, False, None, copy=True)
         return out.requires_grad_(requires_grad) if requires_grad else out
+
+    def _copy_method(self, dst: torch.Tensor, src: Any, non_blocking: bool = False) -> Any:
+        """``dst.copy_(src)``; autograd's ``CopyBackwards`` gives ``src`` its gradient with
+        ``grad.to(src's device)``, which cannot tell a simulated device from its backing: a
+        hook moves it where ``src`` is."""
+        out = _T.copy_(dst, src, non_blocking)
+        node = out.grad_fn
+        if isinstance(src, torch.Tensor) and src.requires_grad and node is not None:
+            home = self._label(src)
+            if home != self._label(dst):
+                target: Any = "cpu" if home is None else torch.device("cuda", home)
+                _move_gradient(node, 1, lambda g: self._move(g, target, None, False, None))
+        return out
 
     def _new_tensor(self, x: torch.Tensor, data: Any, **kwargs: Any) -> torch.Tensor:
         kwargs.setdefault("dtype", x.dtype)
@@ -880,10 +968,10 @@ class SimFunctionMode(TorchFunctionMode):
                 with self.on(target, explicit=True), self._copying():
                     if state.real:
                         return _aten._to_copy(x, dtype=out_dtype, memory_format=fmt)
-                    return torch.empty_like(x, dtype=out_dtype, device=_META, memory_format=fmt)
+                    return _aten._to_copy(x, dtype=out_dtype, device=_META, memory_format=fmt)
 
             def back_h2d(g: torch.Tensor) -> torch.Tensor:
-                return self._move(g, "cpu", x.dtype, False, None)
+                return self._move(g, "cpu", None, False, None)
 
             return self._apply(x, make_h2d, back_h2d)
         if dst is None:  # simulated GPU -> host (or the meta device)
@@ -903,7 +991,7 @@ class SimFunctionMode(TorchFunctionMode):
                     return _aten._to_copy(x, dtype=out_dtype, memory_format=fmt)
 
             def back_d2h(g: torch.Tensor) -> torch.Tensor:
-                return self._move(g, torch.device("cuda", source), x.dtype, False, None)
+                return self._move(g, torch.device("cuda", source), None, False, None)
 
             return self._apply(x, make_d2h, back_d2h)
         assert src is not None and dst is not None  # the other cases returned above
@@ -915,7 +1003,7 @@ class SimFunctionMode(TorchFunctionMode):
                 return _aten._to_copy(x, dtype=out_dtype, memory_format=fmt)
 
         def back_d2d(g: torch.Tensor) -> torch.Tensor:
-            return self._move(g, torch.device("cuda", source), x.dtype, False, None)
+            return self._move(g, torch.device("cuda", source), None, False, None)
 
         return self._apply(x, make_d2d, back_d2d)
 
@@ -923,10 +1011,23 @@ class SimFunctionMode(TorchFunctionMode):
     def _apply(
         x: torch.Tensor, make: Callable[[], torch.Tensor], back: Callable[..., torch.Tensor]
     ) -> torch.Tensor:
-        if x.requires_grad and torch.is_grad_enabled():
+        """``make()``'s move of ``x``; where autograd records it, the gradient moves back
+        with ``back``.
+
+        ``make`` calls ``aten._to_copy``, so autograd records the node CUDA's move records
+        (``ToCopyBackward0``). That node's backward (``grad.to(x's device and dtype)``)
+        cannot tell a simulated device from its backing, so a hook moves its result where
+        ``x`` is (accounted as a transfer). Placeholder values cannot be copied to the
+        host: such a move is ``_Mover``.
+        """
+        if not (x.requires_grad and torch.is_grad_enabled()):
+            with torch.no_grad():
+                return make()
+        out = make()
+        if out.grad_fn is None:  # placeholders to the host
             return _Mover.apply(x, make, back)
-        with torch.no_grad():
-            return make()
+        _move_gradient(out.grad_fn, 0, back)
+        return out
 
     # --- values that need the GPU's data -----------------------------------------------
     def _read(self, x: torch.Tensor, kind: str) -> None:

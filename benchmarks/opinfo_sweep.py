@@ -1,0 +1,244 @@
+"""PyTorch's OpInfo samples on a simulated GPU, against what CUDA's own host code does.
+
+Every (operator, dtype, sample) of ``op_db`` that ``tools/gen_cuda_ops.py`` ran on a CUDA
+build of the same torch minor version (host code only: see that script) runs here on a
+simulated H100 with real values, and the outcomes are compared
+(``benchmarks/data/opinfo-cuda-<version>.json.gz`` holds CUDA's):
+
+1. supported pairs, (operator, dtype) pairs CUDA runs: every sample runs, and its outputs
+   have the device, dtype and shape CUDA gave them (where CUDA's host code handed the work
+   to cuBLAS or a kernel that cannot run without a GPU, CUDA's shapes are unknown and
+   running counts);
+2. unsupported pairs, those CUDA refuses on every sample: the simulation raises the same
+   exception type on every sample (the count with the same text too is shown);
+3. device mixing: each operator's first runnable sample with one of its first four tensors
+   left on the host, the rest on the GPU: the simulation raises where CUDA raises (same
+   type) and runs where CUDA runs.
+
+A pair whose samples CUDA handed to a library for a dtype OpInfo says CUDA lacks (integer
+convolutions in cuDNN, half-precision linear algebra in cuSOLVER) counts as unsupported:
+OpInfo's list is then the only word on it. Every remaining difference is printed with what
+each side did.
+
+Run (the whole, several minutes; ``--every 12`` is the bounded part CI runs)::
+
+    .venv/bin/python benchmarks/opinfo_sweep.py [--every N] [--only NAME ...] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import torch  # noqa: E402
+
+import opinfo_cases as cases  # noqa: E402  (tools/, shared with the generator)
+from torchplace.sim import simulate  # noqa: E402
+
+_FILE = re.compile(r"opinfo-cuda-(\d+)\.(\d+)\.json\.gz$")
+
+
+def truth_path(version: str | None = None) -> Path:
+    """The ground truth for ``version`` (the installed torch's): its minor version's file,
+    else the nearest one's."""
+    major, minor = (int(p) for p in (version or torch.__version__).split(".")[:2])
+    found = {
+        (int(m[1]), int(m[2])): p
+        for p in (ROOT / "benchmarks" / "data").glob("opinfo-cuda-*.json.gz")
+        if (m := _FILE.search(p.name))
+    }
+    if not found:
+        raise SystemExit(
+            "error: no benchmarks/data/opinfo-cuda-*.json.gz; run tools/gen_cuda_ops.py"
+        )
+    best = min(found, key=lambda v: (abs((v[0] - major) * 100 + v[1] - minor), v))
+    return found[best]
+
+
+def load_truth(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(gzip.decompress(path.read_bytes()))
+    return data
+
+
+@dataclass
+class Tally:
+    """Passes and cases of one measure, and its differences."""
+
+    passed: int = 0
+    total: int = 0
+    exact_text: int = 0
+    differences: list[str] = field(default_factory=list)
+
+    def add(self, ok: bool, what: str, exact: bool = False) -> None:
+        self.total += 1
+        self.passed += ok
+        self.exact_text += ok and exact
+        if not ok:
+            self.differences.append(what)
+
+    def rate(self) -> float:
+        return 100.0 * self.passed / self.total if self.total else 100.0
+
+
+def _run(op: Any, sample: Any, host: int | None = None) -> tuple[Any, Any]:
+    """The sample moved to the simulated GPU (but its ``host``-th tensor) and run:
+    (outputs' [shape, dtype, device], None) or (None, the exception)."""
+    try:
+        return cases.outputs(cases.call(op, cases.moved(sample, "cuda", host))), None
+    except Exception as e:
+        return None, e
+
+
+def _describe(out: Any, err: Exception | None) -> str:
+    if err is not None:
+        first = str(err).split("\n", 1)[0][:160]
+        return f"raised {type(err).__name__}: {first}"
+    return f"ran: {out}"
+
+
+def _same_outputs(expected: Any, got: Any) -> bool:
+    return expected is None or got == expected
+
+
+def sweep(
+    truth: dict[str, Any], *, every: int = 1, only: list[str] | None = None
+) -> dict[str, Tally]:
+    """Run the cases on a simulated H100 and tally the three measures."""
+    tallies = {k: Tally() for k in ("supported", "unsupported", "mixing", "unknown")}
+    ops = [op for op in cases.ops() if cases.key(op) in truth["ops"]]
+    ops = sorted(ops, key=cases.key)
+    ops = [op for op in ops if op.name in only or cases.key(op) in only] if only else ops[::every]
+    with simulate("H100", values="real"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for op in ops:
+            info = truth["ops"][cases.key(op)]
+            for dtype, outcomes in info["samples"].items():
+                if dtype not in cases.DTYPES or not outcomes:
+                    continue
+                _pair(op, dtype, outcomes, info, tallies)
+            for mixing in info.get("mixing", ()):
+                _mixing(op, mixing, tallies["mixing"])
+    return tallies
+
+
+def _pair(
+    op: Any, dtype: str, outcomes: list[Any], info: dict[str, Any], tallies: dict[str, Tally]
+) -> None:
+    """One (operator, dtype): supported if CUDA ran a sample, unsupported if it raised on
+    every sample it decided; each decided sample must go as on CUDA."""
+    name = f"{cases.key(op)} {dtype}"
+    results = [o["result"] for o in outcomes]
+    if any(r in ("ok", "device") for r in results):
+        tally = tallies["supported"]
+    elif any(isinstance(r, list) for r in results):
+        tally = tallies["unsupported"]
+    else:  # CUDA's host code handed every sample to a library OpInfo says refuses it
+        tallies["unknown"].add(True, name)
+        return
+    try:
+        samples = cases.samples(op, dtype)
+    except Exception as e:  # the generator made them: a difference of the sample code
+        tally.add(False, f"{name}: no samples ({e})")
+        return
+    good, exact, why = True, True, ""
+    for k, (sample, want) in enumerate(zip(samples, outcomes, strict=False)):
+        result = want["result"]
+        if result == "unknown":
+            continue
+        out, err = _run(op, sample)
+        if isinstance(result, list):
+            if err is None or type(err).__name__ != result[0]:
+                good, why = (
+                    False,
+                    f"sample {k}: {_describe(out, err)}; CUDA raised {result[0]}: {result[1]}",
+                )
+                break
+            exact = exact and _first_line(err) == result[1]
+        elif err is not None or not _same_outputs(want.get("out"), out):
+            good, why = False, f"sample {k}: {_describe(out, err)}; CUDA ran: {want.get('out')}"
+            break
+    tally.add(good, f"{name} {why}", exact)
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).split("\n", 1)[0][:500]
+
+
+def _mixing(op: Any, mixing: dict[str, Any], tally: Tally) -> None:
+    try:
+        sample = cases.samples(op, mixing["dtype"])[mixing["sample"]]
+    except Exception as e:
+        for case in mixing["cases"]:
+            tally.add(False, f"{cases.key(op)} host={case['host']}: no sample ({e})")
+        return
+    for case in mixing["cases"]:
+        want = case["result"]
+        if want in ("values", "unknown"):
+            continue  # CUDA raised after reading values no kernel computed: undecided
+        out, err = _run(op, sample, case["host"])
+        where = f"{cases.key(op)} {mixing['dtype']} sample {mixing['sample']} host={case['host']}"
+        if want in ("ok", "device"):
+            ok = err is None and (case["out"] is None or out == case["out"])
+            tally.add(ok, f"{where}: {_describe(out, err)}; CUDA ran: {case['out']}")
+        else:
+            ok = err is not None and type(err).__name__ == want[0]
+            exact = ok and err is not None and _first_line(err) == want[1]
+            tally.add(
+                ok, f"{where}: {_describe(out, err)}; CUDA raised {want[0]}: {want[1]}", exact
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--every", type=int, default=1, help="every N-th operator (sorted by name)")
+    parser.add_argument("--only", nargs="*", help="these operators (OpInfo names)")
+    parser.add_argument("--json", type=Path, help="also write the tallies here")
+    args = parser.parse_args(argv)
+    path = truth_path()
+    truth = load_truth(path)
+    began = time.monotonic()
+    tallies = sweep(truth, every=args.every, only=args.only)
+    seconds = time.monotonic() - began
+    print(
+        f"OpInfo sweep: torch {torch.__version__} against CUDA {truth['torch']} "
+        f"({path.relative_to(ROOT)}), simulated H100, real values, {seconds:.0f} s"
+    )
+    labels = {
+        "supported": "supported pairs (right device, dtype, shape)",
+        "unsupported": "unsupported pairs (raise as CUDA does)",
+        "mixing": "device mixing (raise or run as CUDA does)",
+    }
+    for key, label in labels.items():
+        t = tallies[key]
+        extra = f"; same text {t.exact_text}" if key != "supported" else ""
+        print(f"  {label:46} {t.passed:5}/{t.total:<5} {t.rate():6.2f} %{extra}")
+    print(
+        f"  not decided without a GPU: {tallies['unknown'].total} pairs (CUDA's host code hands "
+        "them to a library OpInfo says refuses their dtype)"
+    )
+    for key, t in tallies.items():
+        for line in t.differences:
+            print(f"[{key}] {line}")
+    if args.json:
+        summary = {
+            k: {"passed": t.passed, "total": t.total, "exact_text": t.exact_text,
+                "differences": t.differences}
+            for k, t in tallies.items()
+        }  # fmt: skip
+        args.json.write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""CUDA's kernels and dtypes from generated data (tools/gen_cuda_ops.py), the CPU's missing
+kernels computed in a wider dtype, the autograd nodes of moves, and torch's Python code that
+reads the device."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from importlib import resources
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from torchplace.sim import _cuda_ops, simulate
+
+aten = torch.ops.aten
+
+
+def _data() -> dict:
+    version = _cuda_ops.table_version()
+    assert version is not None
+    raw = resources.files("torchplace").joinpath(
+        "data", f"cuda-ops-{version[0]}.{version[1]}.json.gz"
+    )
+    return json.loads(gzip.decompress(raw.read_bytes()))
+
+
+def test_the_table_is_the_installed_torchs_or_the_nearest() -> None:
+    shipped = _cuda_ops.table_version()
+    assert shipped is not None
+    assert _cuda_ops.table_version("2.14.1") == (2, 14)
+    assert _cuda_ops.table_version("2.13.0+cpu") == (2, 13)
+    assert _cuda_ops.table_version("2.99.0") == max(
+        _cuda_ops.table_version(f"2.{m}.0") or (0, 0) for m in (13, 14)
+    )
+    data = _data()
+    assert data["generated_by"] == "tools/gen_cuda_ops.py"
+    assert data["torch"].split(".")[:2] == [str(p) for p in shipped]
+
+
+@pytest.mark.parametrize(
+    ("dtypes", "shape", "expected"),
+    [
+        ((torch.float16, torch.int64), "", "float16,int64"),
+        ((torch.int64, None, torch.float32), "empty", "int64|=float32|empty"),
+        ((None, torch.bool), "scalar", "|=bool|scalar"),
+    ],
+)
+def test_signatures_round_trip_through_text(dtypes: tuple, shape: str, expected: str) -> None:
+    text = _cuda_ops.signature_text(dtypes, shape)
+    assert text == expected
+    assert _cuda_ops._parse_signature(text.split("|empty")[0].split("|scalar")[0]) == dtypes
+
+
+def test_signature_lists_tensor_then_dtype_arguments() -> None:
+    x, y = torch.ones(2, dtype=torch.int32), torch.ones(0)
+    sig = _cuda_ops.signature([x, y], (x, torch.float16), {"dtype": torch.bool})
+    assert sig == (torch.int32, torch.float32, None, torch.float16, torch.bool)
+    assert _cuda_ops.shape_class([x, y]) == "empty"
+    assert _cuda_ops.shape_class([torch.tensor(1.0), x]) == "scalar"
+    assert _cuda_ops.shape_class([x]) == ""
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "text"),
+    [
+        # aten/src/ATen/native/cuda/Blas.cpp: AT_DISPATCH_FLOATING_AND_COMPLEX_TYPES_AND2
+        (lambda: torch.ones(2, 2, dtype=torch.long) @ torch.ones(2, 2, dtype=torch.long),
+         NotImplementedError, "\"addmm_cuda\" not implemented for 'Long'"),
+        (lambda: torch.ones(2, 2, 2, dtype=torch.int32).bmm(torch.ones(2, 2, 2, dtype=torch.int32)),
+         NotImplementedError, "\"baddbmm_cuda\" not implemented for 'Int'"),
+        (lambda: torch.ones(3, dtype=torch.long).dot(torch.ones(3, dtype=torch.long)),
+         NotImplementedError, "\"dot\" not implemented for 'Long'"),
+        (lambda: torch.nn.functional.linear(
+            torch.ones(2, 3).to(torch.float8_e4m3fn), torch.ones(4, 3).to(torch.float8_e4m3fn),
+            torch.ones(4).to(torch.float8_e4m3fn)),
+         NotImplementedError, "\"addmm_cuda\" not implemented for 'Float8_e4m3fn'"),
+        # SummaryOps.cu: histc on CUDA takes no Half
+        (lambda: torch.histc(torch.ones(4, dtype=torch.float16)),
+         RuntimeError, "HalfTensor is not supported"),
+        # cudnn/Utils: the integer convolution goes to cuDNN, which has no Long
+        (lambda: F.conv2d(torch.ones(1, 1, 3, 3, dtype=torch.long), torch.ones(1, 1, 2, 2, dtype=torch.long)),
+         RuntimeError, "getCudnnDataTypeFromScalarType() not supported for Long"),
+    ],
+)  # fmt: skip
+def test_cuda_refuses_what_its_kernels_lack(make, error, text) -> None:
+    with simulate("H100"), torch.device("cuda"), pytest.raises(error) as caught:
+        make()
+    assert str(caught.value) == text
+
+
+def test_an_operator_cuda_has_no_kernel_for_raises_the_dispatchers_error() -> None:
+    with simulate("H100"):
+        x = torch.rand(10, device="cuda")
+        with pytest.raises(NotImplementedError) as caught:
+            torch.histogram(x, bins=4)
+    text = str(caught.value)
+    assert text.startswith(
+        "Could not run 'aten::histogram.bin_ct' with arguments from the 'CUDA' backend."
+    )
+    assert "'aten::histogram.bin_ct' is only available for these backends: [CPU," in text
+    assert "\n\nCPU: registered at" in text
+
+
+def test_what_cuda_runs_still_runs() -> None:
+    with simulate("H100"), torch.device("cuda"):
+        a = torch.ones(4, 4, dtype=torch.float16)
+        assert (a @ a).dtype == torch.float16
+        assert torch.histc(torch.arange(8.0), bins=4).tolist() == [2.0, 2.0, 2.0, 2.0]
+        assert (torch.ones(3, dtype=torch.long) + 1).tolist() == [2, 2, 2]
+        # an empty product returns before CUDA's dtype switch
+        assert torch.ones(0, 2, dtype=torch.long).mm(torch.ones(2, 0, dtype=torch.long)).shape == (
+            0,
+            0,
+        )
+
+
+def test_integer_histc_computes_as_on_cuda() -> None:
+    """Mixtral's router counts experts with histc on integers: CUDA's kernel takes them, the
+    CPU's does not (torch.histc(int) raises "histogram_cpu" not implemented for 'Int')."""
+    experts = torch.tensor([[0, 3], [1, 3], [3, 2], [0, 0]], dtype=torch.int32)
+    with pytest.raises(NotImplementedError):
+        torch.histc(experts, bins=4, min=0, max=3)
+    with simulate("H100"):
+        counts = torch.histc(experts.cuda(), bins=4, min=0, max=3)
+        assert counts.device == torch.device("cuda", 0) and counts.dtype == torch.int32
+        assert counts.cpu().tolist() == [3, 1, 1, 3]
+        for dtype in (torch.uint8, torch.int64):
+            assert torch.histc(experts.to("cuda", dtype), bins=4, min=0, max=3).dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_avg_pool3d_computes_in_float(dtype: torch.dtype) -> None:
+    x = torch.randn(1, 2, 4, 4, 4).to(dtype)
+    want = F.avg_pool3d(x.float(), 2).to(dtype)  # CUDA accumulates in float
+    with simulate("H100"):
+        got = F.avg_pool3d(x.cuda(), 2)
+        assert got.dtype == dtype and got.device.type == "cuda"
+        torch.testing.assert_close(got.cpu(), want, atol=1e-2, rtol=1e-2)
+
+
+def test_half_fft_and_complex_nansum_compute() -> None:
+    x = torch.randn(16)
+    with simulate("H100"):
+        spectrum = torch.fft.rfft(x.to("cuda", torch.float16))
+        assert spectrum.dtype == torch.complex32 and spectrum.shape == (9,)
+        torch.testing.assert_close(
+            spectrum.cpu().to(torch.complex64),
+            torch.fft.rfft(x.half().float()),
+            atol=0.05,
+            rtol=0.01,
+        )
+        z = torch.tensor([1 + 2j, float("nan"), 3 - 1j], device="cuda")
+        total = torch.nansum(z)
+        assert total.dtype == torch.complex64 and total.item() == 4 + 1j
+
+
+def test_widened_in_place_and_out_calls_write_their_arguments() -> None:
+    x = torch.tensor([1, 2, 2, 7], dtype=torch.int32)
+    out = torch.empty(3, dtype=torch.int32)
+    got = _cuda_ops.run_wider(
+        aten.histc.out, (x, 3), {"min": 0, "max": 7, "out": out}, RuntimeError()
+    )
+    assert got is out and out.tolist() == [3, 0, 1]
+    y = torch.tensor([1.0, 4.0], dtype=torch.float16)
+    same = _cuda_ops.run_wider(aten.sqrt_.default, (y,), {}, RuntimeError())
+    assert same is y and y.tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match="kept"):  # no wider dtype has a CPU kernel
+        _cuda_ops.run_wider(
+            aten.histc.default, (torch.ones(2, dtype=torch.complex64),), {}, ValueError("kept")
+        )
+
+
+def test_scaled_mm_capability_rule_is_not_in_the_data() -> None:
+    """_scaled_mm needs compute capability 8.9 (Blas.cpp): the data, made at 9.0, runs it;
+    the hand-written rule (_rules.check_dtypes) refuses it on an A100 (8.0)."""
+    rule = _cuda_ops.rule_for(aten._scaled_mm.default)
+    fp8 = (torch.float8_e4m3fn, torch.float8_e4m3fn, torch.float32, torch.float32)
+    assert rule is None or fp8 not in rule.refuse
+    a = torch.ones(16, 16).to(torch.float8_e4m3fn)
+    b = torch.ones(16, 16).to(torch.float8_e4m3fn).t()
+    one = torch.ones(())
+    with (
+        simulate("A100 80GB"),
+        pytest.raises(RuntimeError, match=r"compute capability >= 9\.0 or 8\.9"),
+    ):
+        torch._scaled_mm(a.cuda(), b.cuda(), one.cuda(), one.cuda())
+
+
+# --- autograd sees CUDA's nodes --------------------------------------------------------
+
+
+def _plain_node(move) -> str:
+    """The node plain torch records for the same move to another device (meta) or dtype."""
+    return type(move(torch.ones(3, requires_grad=True)).grad_fn).__name__
+
+
+@pytest.mark.parametrize("values", ["real", "placeholder"])
+@pytest.mark.parametrize(
+    "move",
+    [
+        lambda x: x.to("cuda"),
+        lambda x: x.cuda(),
+        lambda x: x.to("cuda", torch.float16),
+        lambda x: x.to(device="cuda", dtype=torch.float64, copy=True),
+        lambda x: x.to("cuda", torch.float16, False, True),  # copy by position
+        lambda x: x.to(torch.zeros(1, device="cuda")),
+    ],
+)  # fmt: skip
+def test_a_leaf_moved_to_the_gpu_has_the_nodes_cuda_records(move, values: str) -> None:
+    assert _plain_node(lambda x: x.to("meta")) == "ToCopyBackward0"
+    x = torch.arange(3.0, requires_grad=True)
+    with simulate("H100", values=values):
+        y = move(x)
+        assert y.device == torch.device("cuda", 0)
+        assert type(y.grad_fn).__name__ == "ToCopyBackward0"
+        assert type(y.grad_fn.next_functions[0][0]).__name__ == "AccumulateGrad"
+        (y.float() * 2).sum().backward()
+    assert x.grad is not None and x.grad.device.type == "cpu" and x.grad.dtype == x.dtype
+    if values == "real":
+        assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_gradients_come_back_across_moves_and_copies() -> None:
+    with simulate("H100", gpus=2) as report:
+        z = torch.ones(3, device="cuda", requires_grad=True)
+        w = z.cpu()
+        assert type(w.grad_fn).__name__ == "ToCopyBackward0"
+        (w * 3).sum().backward()
+        assert z.grad is not None and z.grad.device == torch.device("cuda", 0)
+        assert z.grad.tolist() == [3.0, 3.0, 3.0]
+        v = z.to("cuda:1")
+        assert type(v.grad_fn).__name__ == "ToCopyBackward0"
+        (v * 5).sum().backward()
+        assert z.grad.device == torch.device("cuda", 0) and z.grad.tolist() == [8.0, 8.0, 8.0]
+        x = torch.ones(3, requires_grad=True)
+        c = torch.zeros(3, device="cuda")
+        c.copy_(x)
+        assert type(c.grad_fn).__name__ == "CopyBackwards"
+        (c * 2).sum().backward()
+        assert x.grad is not None and x.grad.device.type == "cpu" and x.grad.tolist() == [2.0] * 3
+    assert report.transfers["d2h"]["count"] >= 2
+
+
+# --- torch's Python code sees the GPU ----------------------------------------------------
+
+
+def test_unravel_index_makes_its_divisors_on_the_gpu() -> None:
+    with simulate("H100"):
+        rows, cols = torch.unravel_index(torch.tensor([5, 7, 11], device="cuda"), (3, 4))
+        assert rows.device.type == cols.device.type == "cuda"
+        assert rows.tolist() == [1, 1, 2] and cols.tolist() == [1, 3, 3]
+
+
+def test_device_checks_made_above_dispatch_raise_as_on_cuda() -> None:
+    """Composite operators whose C++ checks devices before dispatch (meshgrid,
+    cartesian_prod, tensor_split's index tensor) see the simulated devices."""
+    with simulate("H100"):
+        gpu, host = torch.ones(3, device="cuda"), torch.ones(2)
+        with pytest.raises(
+            RuntimeError, match=r"^meshgrid expects all tensors to have the same device$"
+        ):
+            torch.meshgrid(gpu, host, indexing="ij")
+        with pytest.raises(
+            RuntimeError, match=r"^meshgrid expects all tensors to have the same device$"
+        ):
+            torch.cartesian_prod(gpu, host)
+        assert torch.meshgrid(gpu, gpu, indexing="ij")[1].device.type == "cuda"
+        x = torch.arange(10.0, device="cuda")
+        with pytest.raises(RuntimeError, match=r"to be on cpu, but it's on cuda:0$"):
+            torch.tensor_split(x, torch.tensor([2, 5], device="cuda"))
+        parts = torch.tensor_split(x, torch.tensor([2, 5]))  # a host index is what CUDA wants
+        assert [p.shape[0] for p in parts] == [2, 3, 5] and parts[0].device.type == "cuda"
+
+
+def test_half_ffts_run_on_cudas_path() -> None:
+    """The FFTs' C++ takes fp16 only on CUDA (SpectralOps.cpp promote_type_fft): the CPU
+    build refuses it above dispatch, the simulation computes it in fp32."""
+    x = torch.randn(8)
+    with simulate("H100"):
+        for fft in (torch.fft.fft, torch.fft.rfft, torch.fft.ihfft):
+            out = fft(x.to("cuda", torch.float16))
+            assert out.dtype == torch.complex32 and out.device.type == "cuda"
