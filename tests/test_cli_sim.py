@@ -179,22 +179,60 @@ def test_sigterm_stops_the_script_and_its_children(tmp_path: Path) -> None:
         os.kill(grandchild, 0)  # the script's own child was stopped too
 
 
-def test_auto_values_fall_back_to_placeholders_when_host_memory_is_short(tmp_path: Path) -> None:
-    script = tmp_path / "big.py"
-    script.write_text(
-        "import torch\nw = torch.ones(1024, 1024, device='cuda')\nprint(w.sum().item())\n"
-    )
-    r = sim("--json", "--host-memory-limit", "1MiB", str(script))
+# An outer product of two 100,000-element vectors: 37.25 GiB, within an H100, beyond this
+# host (and beyond a 64 MiB --host-memory-limit); computed on the host, the run would die.
+_OUTER = (
+    "import sys, torch\n"
+    "print('start', flush=True)\n"
+    "open(sys.argv[1], 'a').write('written\\n')\n"
+    "a = torch.randn(100_000, 1, device='cuda')\n"
+    "c = a @ a.T\n"
+    "print('sum', c.sum().item())\n"
+)
+
+
+def test_auto_goes_on_with_placeholders_in_one_run(tmp_path: Path) -> None:
+    """--values auto (the default): real values until the line that would not fit the
+    host, placeholders from there, in the same run: the script's output and its file are
+    made once."""
+    script, log = tmp_path / "big.py", tmp_path / "log.txt"
+    script.write_text(_OUTER)
+    r = sim("--json", "--host-memory-limit", "64MiB", str(script), str(log))
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
-    assert report["values"] == "placeholder"
-    assert report["notes"][0]["text"].startswith("values: placeholder")
-    # the real-values run stopped at line 2 (4 MiB of real values); the placeholder run printed
-    assert "HostMemoryError" in r.stderr and r.stderr.rstrip().endswith("0.0")
-    strict = sim("--json", "--values", "real", "--host-memory-limit", "1MiB", str(script))
-    assert (
-        strict.returncode == 1 and json.loads(strict.stdout)["error"]["type"] == "HostMemoryError"
+    assert report["values"] == "placeholder" and report["error"] is None
+    decision = report["values_decision"]
+    assert decision["requested"] == "auto" and decision["ran"] == "placeholder"
+    assert decision["placeholder_from"] == {"file": str(script), "line": 5}
+    assert "aten.mm would take 37.25 GiB of host memory" in decision["reason"]
+    assert report["notes"][0]["text"].startswith(f"values: placeholder from {script}:5 on")
+    assert r.stderr.count("start") == 1 and "sum 0.0" in r.stderr
+    assert log.read_text() == "written\n"
+
+
+def test_real_values_stop_with_host_memory_error_and_a_report(tmp_path: Path) -> None:
+    script, log = tmp_path / "big.py", tmp_path / "log.txt"
+    script.write_text(_OUTER)
+    r = sim("--json", "--values", "real", "--host-memory-limit", "64MiB", str(script), str(log))
+    assert r.returncode == 1  # the script's error, not a signal
+    error = json.loads(r.stdout)["error"]
+    assert error["type"] == "HostMemoryError" and (error["file"], error["line"]) == (
+        str(script),
+        5,
     )
+    assert "aten.mm would take 37.25 GiB" in error["message"]
+
+
+def test_an_op_larger_than_the_gpu_is_cudas_out_of_memory_at_the_line(tmp_path: Path) -> None:
+    script, log = tmp_path / "big.py", tmp_path / "log.txt"
+    script.write_text(_OUTER)
+    r = sim("--json", "--gpu", "T4", str(script), str(log))  # 37 GiB: no T4 holds it
+    assert r.returncode == 1
+    report = json.loads(r.stdout)
+    assert report["error"]["type"] == "OutOfMemoryError"
+    assert (report["oom"]["file"], report["oom"]["line"]) == (str(script), 5)
+    assert "CUDA out of memory. Tried to allocate 37.25 GiB" in report["error"]["message"]
+    assert report["values"] == "real"
 
 
 def test_write_files_writes_in_place(tmp_path: Path) -> None:

@@ -68,6 +68,9 @@ class SimReport:
     script: str | None = None
     torch_version: str = ""
     values: str = "real"
+    #: which values the run held, and why: ``{"requested": "auto", "ran": "real" |
+    #: "placeholder", "reason": ..., "placeholder_from": {"file", "line"} or None}``
+    values_decision: dict[str, Any] | None = None
     assumptions: list[str] = field(default_factory=list)
     #: per device, the memory timeline (:mod:`torchplace.sim.timeline`); filled by
     #: :meth:`add_timelines` (``torchplace sim --html/--png`` do), else empty
