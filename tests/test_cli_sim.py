@@ -210,6 +210,59 @@ def test_auto_goes_on_with_placeholders_in_one_run(tmp_path: Path) -> None:
     assert log.read_text() == "written\n"
 
 
+_SIDE_EFFECTS = """\
+import subprocess, sys, torch
+from torch import nn
+print("one", flush=True)
+print("two (stderr)", file=sys.stderr, flush=True)
+model = nn.Linear(1024, 1024).cuda()  # 4 MiB of weights
+if "write-first" in sys.argv:
+    open(sys.argv[1], "a").write("early\\n")
+if "process-first" in sys.argv:
+    subprocess.run([sys.executable, "-c", "print('from a child', flush=True)"])
+opt = torch.optim.SGD(model.parameters())
+model(torch.ones(4, 1024, device="cuda")).sum().backward()
+opt.step()
+print("loss", model(torch.ones(1, 1024, device="cuda")).sum().item())
+open(sys.argv[1], "a").write("late\\n")
+"""
+
+
+@pytest.mark.parametrize(
+    ("limit", "order", "ran", "event", "log"),
+    [
+        # the scout passes the limit at the model's line: it is the run, with placeholders
+        ("1MiB", "write-first", "placeholder", None, "early\nlate\n"),
+        # the scout stops before the file is written / the process starts: real values
+        ("1GiB", "write-first", "real", "(open)", "early\nlate\n"),
+        ("1GiB", "process-first", "real", "(subprocess.Popen)", "late\n"),
+        # nothing outside the process before the first step: real values from there
+        ("1GiB", "none", "real", "the first optimizer step ended", "late\n"),
+    ],
+)
+def test_auto_runs_the_script_once(
+    tmp_path: Path, limit: str, order: str, ran: str, event: str | None, log: str
+) -> None:
+    """--values auto decides before paying for both (torchplace.sim._values): whichever
+    it decides, the script's output appears once, in order, and its files are written once."""
+    script, path = tmp_path / "effects.py", tmp_path / "log.txt"
+    script.write_text(_SIDE_EFFECTS)
+    r = sim("--json", "--host-memory-limit", limit, str(script), str(path), order)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if not x.startswith("torchplace sim")]
+    child = ["from a child"] if order == "process-first" else []
+    loss = "loss 0.0" if ran == "placeholder" else lines[-1]
+    assert lines == ["one", "two (stderr)", *child, loss] and loss.startswith("loss ")
+    assert path.read_text() == log
+    decision = json.loads(r.stdout)["values_decision"]
+    assert decision["ran"] == ran and decision["requested"] == "auto"
+    if event is None:
+        assert decision["reason"].startswith(f"placeholder values from the start, because at "
+                                             f"{script}:5 real values would take 4.0 MiB")  # fmt: skip
+    else:
+        assert event in decision["decided_at"]["event"]
+
+
 def test_real_values_stop_with_host_memory_error_and_a_report(tmp_path: Path) -> None:
     script, log = tmp_path / "big.py", tmp_path / "log.txt"
     script.write_text(_OUTER)

@@ -242,6 +242,8 @@ def simulate(
         state.trace.step(state.clock(state.current) if state.devices else 0.0)
         if state.real:  # the memory other processes hold changes: look again each step
             state.room.look(state.host_bytes)  # type: ignore[union-attr]
+        elif state.scout is not None:  # values="auto", deciding (torchplace.sim._values)
+            state.scout.step()
         for d in state.devices:
             d.step_marks.append(d.estimate.seconds if d.estimate else 0.0)
 
@@ -260,6 +262,7 @@ def simulate(
             "CPU's, not the GPU's; torch.cuda.Event.elapsed_time returns the estimate",
         ],
     )
+    report._state = state  # (report.state: live during the block, for the command line's child)
     _active = True
     try:
         with ExitStack() as stack:

@@ -261,10 +261,12 @@ class SimState:
     # the host (real values, and placeholder values after a switch in place: see
     # switch_to_placeholders). room: how much more host memory real values may take.
     real: bool = False
+    counts_host: bool = False  # host_bytes counts new storages (real values, or a scout)
     host_backed: bool = False
     auto: bool = False  # values="auto": short of host memory, switch instead of stopping
     room: HostRoom | None = None
     switched: dict[str, Any] | None = None  # where and why placeholder values began
+    scout: Any = None  # values="auto"'s scout (torchplace.sim._values.Scout), while it looks
     host_weight_bytes: int = 0  # parameters built on the host, then moved to a GPU
     storages: dict[int, _Storage] = field(default_factory=dict)
     transfers: dict[str, list[int]] = field(
@@ -331,7 +333,8 @@ class SimState:
         backing = torch.device("cpu" if real else "meta")
         state = cls(
             devices=devices, physical=list(devices), backing=backing, peaks=peaks,
-            host_limit=host_limit, real=real, host_backed=real, auto=auto and real,
+            host_limit=host_limit, real=real, counts_host=real, host_backed=real,
+            auto=auto and real,
             room=HostRoom(host_limit) if real else None,
         )  # fmt: skip
         for dev in devices:
@@ -490,7 +493,7 @@ class SimState:
             self.initialized = True
             dev = self.devices[device]
             handle = self._malloc(dev, nbytes)
-            if self.real:
+            if self.counts_host:
                 self.host_bytes += nbytes
                 if self.host_bytes > self.host_peak:
                     self.host_peak = self.host_bytes
@@ -595,12 +598,16 @@ class SimState:
 
     def _over_host_limit(self) -> None:
         assert self.host_limit is not None
+        verb = "take" if self.real else "would take"
         self._out_of_host(
-            f"real values take {_size(self.host_bytes)} of host memory now, over the limit of "
-            f"{_size(self.host_limit)} ({self._limit_origin()})"
+            f"real values {verb} {_size(self.host_bytes)} of host memory, over the limit "
+            f"of {_size(self.host_limit)} ({self._limit_origin()})"
         )
 
     def _out_of_host(self, why: str) -> None:
+        if self.scout is not None:  # placeholder values already: the scout decides
+            self.scout.short_of_host(why)
+            return
         if self.auto:
             self.switch_to_placeholders(why)
             return
@@ -618,7 +625,7 @@ class SimState:
 
     def _limit_origin(self) -> str:
         if self.host_limit_given:
-            return "--host-memory-limit, host_memory_limit="
+            return "--host-memory-limit"
         return "half the memory available at the start; --host-memory-limit sets another"
 
     def _room_text(self) -> str:
@@ -645,7 +652,7 @@ class SimState:
         after mix as before, autograd's graph included.
         """
         where = user_frame()
-        self.real = False
+        self.real = self.counts_host = False
         self.switched = {
             "file": where[0] if where else None,
             "line": where[1] if where else None,
@@ -703,7 +710,7 @@ class SimState:
             estimate = dev.estimate  # self.clock(device), inline
             time = estimate.seconds if estimate is not None else 0.0
             self.trace.free(rec.trace_index, time, self.kinds.pop(key, None))
-            if self.real:
+            if self.counts_host:
                 self.host_bytes -= rec.nbytes
 
     def _drain(self) -> None:
@@ -790,6 +797,8 @@ class SimState:
     # --- events -------------------------------------------------------------------------
     def transfer(self, kind: str, nbytes: int, device: int | None = None) -> None:
         """Count a copy; host copies are also priced at the host link's speed."""
+        if kind == "d2h" and self.scout is not None:
+            self.scout.read()  # a value the script sees: the scout decides before it
         counts = self.transfers[kind]
         counts[0] += 1
         counts[1] += nbytes

@@ -1,0 +1,81 @@
+"""``--values auto``'s scout (torchplace.sim._values): what counts as a side effect.
+
+The scout runs the script with placeholder values until it knows whether real values fit,
+and must stop before the script changes anything outside its process (so that the run
+after it does that once). End to end: tests/test_cli_sim.py (test_auto_runs_the_script_once).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchplace.sim import _values
+
+
+@pytest.mark.parametrize(
+    ("args", "writes"),
+    [
+        (("a.txt", "r", 0), False),
+        (("a.txt", "rb", 0), False),
+        (("a.txt", "w", 0), True),
+        (("a.txt", "ab", 0), True),
+        (("a.txt", "x", 0), True),
+        (("a.txt", "r+", 0), True),
+        (("a.txt", None, os.O_RDONLY), False),
+        (("a.txt", None, os.O_WRONLY | os.O_CREAT), True),
+        (("a.txt", None, os.O_RDWR), True),
+    ],
+)
+def test_an_open_is_a_side_effect_when_it_may_write(args: tuple[object, ...], writes: bool) -> None:
+    assert _values._writes(args) is writes
+
+
+def test_caches_pseudo_files_and_the_simulators_scratch_are_not_side_effects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for path in (
+        tmp_path / "cache" / "huggingface" / "token",
+        tmp_path / "pkg" / "__pycache__" / "m.cpython-311.pyc",
+        "/dev/null",
+        "/proc/self/oom_score_adj",
+        tmp_path / "torchplace-sim-files-x1" / "ckpt.pt",
+        1,
+    ):
+        assert _values._exempt(path), path
+    for path in (tmp_path / "out.txt", tmp_path / "cache.txt", Path.home() / "x.pt", 5):
+        assert not _values._exempt(path), path
+
+
+def test_mkdir_of_a_folder_that_exists_changes_nothing(tmp_path: Path) -> None:
+    assert _values._harmless("os.mkdir", (str(tmp_path),))
+    assert not _values._harmless("os.mkdir", (str(tmp_path / "new"),))
+    assert not _values._harmless("os.remove", (str(tmp_path / "a.txt"),))
+    assert not _values._harmless("subprocess.Popen", ("ls",))
+
+
+def test_a_piped_input_has_no_scout() -> None:
+    """The scout shares standard input with the run after it: data on a pipe would be
+    consumed by the scout, so auto then decides in the run, in place."""
+    code = "from torchplace.sim import _values; print(_values._stdin_is_safe())"
+    piped = subprocess.run(
+        [sys.executable, "-c", code], input="data", capture_output=True, text=True, check=True
+    )
+    assert piped.stdout.strip() == "False"
+    closed = subprocess.run(
+        [sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    assert closed.stdout.strip() == "True"
+
+
+def test_rank_budget_shares_the_limit_between_ranks_that_run_at_once() -> None:
+    assert _values.rank_budget(12 * 2**30, 3) == 4 * 2**30
+    assert _values.rank_budget(12 * 2**30, 0) == 12 * 2**30
+    default = _values.rank_budget(None, 2)
+    assert default is None or default > 0
