@@ -7,9 +7,11 @@ after it does that once). End to end: tests/test_cli_sim.py (test_auto_runs_the_
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,41 @@ def test_rank_budget_shares_the_limit_between_ranks_that_run_at_once() -> None:
     assert _values.rank_budget(12 * 2**30, 0) == 12 * 2**30
     default = _values.rank_budget(None, 2)
     assert default is None or default > 0
+
+
+@pytest.mark.parametrize(
+    ("action", "event"),
+    [
+        ("open(sys.argv[2], 'w').write('x')", "(open)"),
+        ("os.makedirs(sys.argv[2])", "(os.mkdir)"),
+        ("subprocess.run(['touch', sys.argv[2]])", "(subprocess.Popen)"),
+        ("multiprocessing.get_context('spawn').Process(target=print).start()",
+         "(multiprocessing)"),
+        ("input()", "(builtins.input)"),
+    ],
+)  # fmt: skip
+def test_the_scout_stops_before_the_side_effect(tmp_path: Path, action: str, event: str) -> None:
+    """A scout (on a stand-in for the simulation's state) ends at the side effect, which
+    does not happen, and leaves its decision for the run after it."""
+    decision, target = tmp_path / "decision.json", tmp_path / "made"
+    code = textwrap.dedent(f"""
+        import multiprocessing, os, subprocess, sys
+        from torchplace.sim import _values
+
+        class State:  # what the scout reads of the simulation's state
+            host_limit, host_peak, counts_host, scout = None, 0, False, None
+
+        scout = _values.Scout(sys.argv[1], None)
+        scout.watch(State())
+        print("held back")
+        {action}
+        print("not reached")
+        """)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(decision), str(target)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert not target.exists()
+    found = json.loads(decision.read_text())
+    assert found["values"] == "real" and found["event"].endswith(event)

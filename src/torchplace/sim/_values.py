@@ -38,9 +38,11 @@ process each), for the callers that simulate several.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
+import stat
 import sys
 import tempfile
 from typing import Any
@@ -93,6 +95,10 @@ def scout_first(config: dict[str, Any]) -> tuple[str, Scout | None, dict[str, An
     if not _stdin_is_safe():
         return "auto", None, None
     decision_path = config["report"] + ".scout.json"
+    # Before the fork, for both: the first optimizer imports Dynamo (torch._disable_dynamo),
+    # seconds the run after a scout would pay again. (A script that never imports it pays
+    # them here; simulate() itself imports it where the process outlives the simulation.)
+    importlib.import_module("torch._dynamo")
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -100,7 +106,7 @@ def scout_first(config: dict[str, Any]) -> tuple[str, Scout | None, dict[str, An
         return "placeholder", Scout(decision_path, config.get("host_memory_limit")), None
     previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the scout reports a stop
     try:
-        _, status = _wait(pid)
+        _, status = os.waitpid(pid, 0)
     finally:
         signal.signal(signal.SIGTERM, previous)
     if os.path.exists(decision_path):
@@ -136,20 +142,10 @@ def explain(report: Any, scout: Scout | None, decided: dict[str, Any] | None) ->
         decision["reason"] = f"{decided['reason']}; then {decision['reason']}"
 
 
-def _wait(pid: int) -> tuple[int, int]:
-    while True:
-        try:
-            return os.waitpid(pid, 0)
-        except InterruptedError:  # (PEP 475 retries; kept for clarity on old kernels)
-            continue
-
-
 def _stdin_is_safe() -> bool:
     """Whether the scout may share the script's standard input: a terminal (reads are
     fenced) or nothing to read; not a pipe or file, whose data a read would consume."""
     try:
-        import stat
-
         mode = os.fstat(0).st_mode
     except OSError:
         return True  # no standard input
@@ -188,7 +184,22 @@ class Scout:
         self._stdin = sys.stdin
         sys.stdin = _FencedInput(sys.stdin, self)
         sys.addaudithook(self._audit)
+        self._fence_spawn()
         self.watching = True
+
+    def _fence_spawn(self) -> None:
+        """multiprocessing's spawn and forkserver start processes without an audit event
+        (``_posixsubprocess.fork_exec``): fence the function they start them with."""
+        import multiprocessing.util
+
+        real = multiprocessing.util.spawnv_passfds
+
+        def spawnv_passfds(*args: Any, **kwargs: Any) -> Any:
+            if self.watching:
+                self._decide_real("the script would start a process (multiprocessing)")
+            return real(*args, **kwargs)
+
+        multiprocessing.util.spawnv_passfds = spawnv_passfds
 
     def _hold_output(self) -> None:
         sys.stdout.flush()
