@@ -76,11 +76,26 @@ def test_a_piped_input_has_no_scout() -> None:
     assert closed.stdout.strip() == "True"
 
 
-def test_rank_budget_shares_the_limit_between_ranks_that_run_at_once() -> None:
-    assert _values.rank_budget(12 * 2**30, 3) == 4 * 2**30
-    assert _values.rank_budget(12 * 2**30, 0) == 12 * 2**30
-    default = _values.rank_budget(None, 2)
-    assert default is None or default > 0
+def test_a_placeholder_run_says_what_real_values_would_take() -> None:
+    """Every report gives the host memory real values take (or would): what a caller that
+    decides between runs passes to _values.choose (the ranks of a world decide together)."""
+    import torch
+
+    from torchplace.sim import simulate
+
+    with simulate("H100", values="placeholder") as placeholder:
+        w = torch.ones(1024, 1024, device="cuda")  # 4 MiB
+        del w
+        torch.ones(256, 1024, device="cuda")  # 1 MiB
+    with simulate("H100", values="real") as real:
+        w = torch.ones(1024, 1024, device="cuda")
+        del w
+        torch.ones(256, 1024, device="cuda")
+    assert placeholder.values_decision is not None and real.values_decision is not None
+    peak = placeholder.values_decision["real_peak_bytes"]
+    assert peak == real.values_decision["real_peak_bytes"] == 4 * 2**20
+    assert _values.choose("auto", peak, 4 * 2**20) == "real"
+    assert _values.choose("auto", peak, 4 * 2**20 - 1) == "placeholder"
 
 
 @pytest.mark.parametrize(

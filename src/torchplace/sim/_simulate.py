@@ -58,7 +58,14 @@ def _host_memory_limit() -> int | None:
 
 
 def _values_decision(requested: str, state: SimState) -> dict[str, Any]:
-    """Which values the run held and why (the report's ``values_decision``)."""
+    """Which values the run held and why (the report's ``values_decision``), and the most
+    host memory real values took, or would have taken (``real_peak_bytes``)."""
+    decision = _decision(requested, state)
+    decision["real_peak_bytes"] = state.host_peak
+    return decision
+
+
+def _decision(requested: str, state: SimState) -> dict[str, Any]:
     from torchplace._units import format_bytes
 
     switched = state.switched

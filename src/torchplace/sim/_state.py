@@ -261,7 +261,9 @@ class SimState:
     # the host (real values, and placeholder values after a switch in place: see
     # switch_to_placeholders). room: how much more host memory real values may take.
     real: bool = False
-    counts_host: bool = False  # host_bytes counts new storages (real values, or a scout)
+    # host_bytes counts new storages: the real values held, or with placeholder values those
+    # real values would take (host_peak says so in the report); not after a switch
+    counts_host: bool = False
     host_backed: bool = False
     auto: bool = False  # values="auto": short of host memory, switch instead of stopping
     room: HostRoom | None = None
@@ -333,7 +335,7 @@ class SimState:
         backing = torch.device("cpu" if real else "meta")
         state = cls(
             devices=devices, physical=list(devices), backing=backing, peaks=peaks,
-            host_limit=host_limit, real=real, counts_host=real, host_backed=real,
+            host_limit=host_limit, real=real, counts_host=True, host_backed=real,
             auto=auto and real,
             room=HostRoom(host_limit) if real else None,
         )  # fmt: skip

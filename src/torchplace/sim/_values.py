@@ -32,8 +32,8 @@ The fence is Python's audit hooks (PEP 578): writes made by C code that does not
 Python's ``open``/``os`` (some extension modules) are not seen. Writes to caches (Python's
 ``__pycache__``, ``~/.cache``) and ``mkdir`` of an existing folder are not side effects.
 
-:func:`rank_budget` splits the host-memory limit between ranks that run at once (one
-process each), for the callers that simulate several.
+:func:`choose` is the decision as a function of a run's figures, for callers that decide
+between runs (the ranks of a world, which exchange real data, must all hold the same kind).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import sys
 import tempfile
 from typing import Any
 
-__all__ = ["Scout", "explain", "rank_budget", "scout_first"]
+__all__ = ["Scout", "choose", "explain", "scout_first"]
 
 #: audit events that change something outside the process (PEP 578's table)
 _OUTSIDE = frozenset(
@@ -66,21 +66,24 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _DECIDED_REAL = "real"
 
 
-def rank_budget(limit: int | None, ranks_at_once: int) -> int | None:
-    """The host-memory limit for each of ``ranks_at_once`` simulations that run at the same
-    time (one process each): an equal share of ``limit`` (given, or half the memory
-    available now). Pass it as ``host_memory_limit``; with ``values="auto"`` each rank then
-    decides for itself, as one run does.
+def choose(requested: str, real_peak_bytes: int | None, limit: int | None) -> str:
+    """The values a run should hold: ``requested``, or for ``"auto"``, ``"real"`` where its
+    real values fit — at most ``real_peak_bytes`` at once, within ``limit`` — else
+    ``"placeholder"``. The scout decides this way as the script runs; a caller that decides
+    between runs (the ranks of a world, which exchange real data, decide together) can pass
+    a placeholder run's ``report.values_decision["real_peak_bytes"]``: every report has it.
 
     Examples:
-        >>> rank_budget(8 * 2**30, 4) == 2 * 2**30
-        True
+        >>> choose("auto", 3 * 2**30, 8 * 2**30), choose("auto", 9 * 2**30, 8 * 2**30)
+        ('real', 'placeholder')
+        >>> choose("placeholder", 1, 8 * 2**30), choose("auto", None, None)
+        ('placeholder', 'real')
     """
-    if limit is None:
-        from torchplace.sim._simulate import _host_memory_limit
-
-        limit = _host_memory_limit()
-    return None if limit is None else limit // max(1, ranks_at_once)
+    if requested != "auto":
+        return requested
+    if real_peak_bytes is None or limit is None:
+        return "real"
+    return "real" if real_peak_bytes <= limit else "placeholder"
 
 
 def scout_first(config: dict[str, Any]) -> tuple[str, Scout | None, dict[str, Any] | None]:
