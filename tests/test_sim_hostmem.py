@@ -173,3 +173,15 @@ def test_placeholders_after_a_switch_take_no_host_memory() -> None:
     big = _hostmem.hollow((100_000, 100_000), (100_000, 1), torch.float32)  # 37 GiB
     assert big.shape == (100_000, 100_000) and big.is_contiguous() and big.is_cpu
     assert big.view(-1)[:3].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_signature_tells_apart_what_changes_the_outputs_size() -> None:
+    """1, 1.0 and True are equal in Python and make int64, float32 and bool tensors."""
+    full = torch.ops.aten.full.default
+    sizes = {_hostmem.need(_hostmem.EXACT, full, ([1000], fill), {}, []) for fill in (1, 1.0, True)}
+    assert sizes >= {8000, 4000, 1000}
+    as_kwarg = {
+        _hostmem.need(_hostmem.EXACT, full, ([1000],), {"fill_value": fill}, [])
+        for fill in (1, 1.0)
+    }
+    assert as_kwarg >= {8000, 4000}

@@ -187,13 +187,24 @@ def _key(func: Any, args: Any, kwargs: Any) -> tuple[Any, ...]:
         if isinstance(a, torch.Tensor):
             key.append(a.shape)
             key.append(a.dtype)
-        elif isinstance(a, (list, tuple, dict)):
+        elif isinstance(a, (list, tuple)):  # sizes and dimensions, mostly: no call a number
+            key.append(tuple(a) if set(map(type, a)) <= _PLAIN else arguments_key(a, _layout))
+        elif isinstance(a, dict):
             key.append(arguments_key(a, _layout))
-        else:
+        else:  # (its type too: full(size, 1), 1.0 and True make int64, float and bool)
+            key.append(type(a))
             key.append(a)
     if kwargs:
-        key.append(arguments_key(kwargs, _layout))
+        types = tuple(map(type, kwargs.values()))
+        key.append(types)
+        plain = set(types) <= _PLAIN
+        key.append(tuple(kwargs.items()) if plain else arguments_key(kwargs, _layout))
     return tuple(key)
+
+
+#: argument types that stand for themselves in a signature
+_PLAIN = {int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout,
+          torch.memory_format}  # fmt: skip
 
 
 def outputs(func: Any, args: Any, kwargs: Any) -> list[int]:
