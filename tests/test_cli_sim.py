@@ -179,22 +179,113 @@ def test_sigterm_stops_the_script_and_its_children(tmp_path: Path) -> None:
         os.kill(grandchild, 0)  # the script's own child was stopped too
 
 
-def test_auto_values_fall_back_to_placeholders_when_host_memory_is_short(tmp_path: Path) -> None:
-    script = tmp_path / "big.py"
-    script.write_text(
-        "import torch\nw = torch.ones(1024, 1024, device='cuda')\nprint(w.sum().item())\n"
-    )
-    r = sim("--json", "--host-memory-limit", "1MiB", str(script))
+# An outer product of two 100,000-element vectors: 37.25 GiB, within an H100, beyond this
+# host (and beyond a 64 MiB --host-memory-limit); computed on the host, the run would die.
+_OUTER = (
+    "import sys, torch\n"
+    "print('start', flush=True)\n"
+    "open(sys.argv[1], 'a').write('written\\n')\n"
+    "a = torch.randn(100_000, 1, device='cuda')\n"
+    "c = a @ a.T\n"
+    "print('sum', c.sum().item())\n"
+)
+
+
+def test_auto_goes_on_with_placeholders_in_one_run(tmp_path: Path) -> None:
+    """--values auto (the default): real values until the line that would not fit the
+    host, placeholders from there, in the same run: the script's output and its file are
+    made once."""
+    script, log = tmp_path / "big.py", tmp_path / "log.txt"
+    script.write_text(_OUTER)
+    r = sim("--json", "--host-memory-limit", "64MiB", str(script), str(log))
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
-    assert report["values"] == "placeholder"
-    assert report["notes"][0]["text"].startswith("values: placeholder")
-    # the real-values run stopped at line 2 (4 MiB of real values); the placeholder run printed
-    assert "HostMemoryError" in r.stderr and r.stderr.rstrip().endswith("0.0")
-    strict = sim("--json", "--values", "real", "--host-memory-limit", "1MiB", str(script))
-    assert (
-        strict.returncode == 1 and json.loads(strict.stdout)["error"]["type"] == "HostMemoryError"
+    assert report["values"] == "placeholder" and report["error"] is None
+    decision = report["values_decision"]
+    assert decision["requested"] == "auto" and decision["ran"] == "placeholder"
+    assert decision["placeholder_from"] == {"file": str(script), "line": 5}
+    assert "aten.mm would take 37.25 GiB of host memory" in decision["reason"]
+    assert report["notes"][0]["text"].startswith(f"values: placeholder from {script}:5 on")
+    assert r.stderr.count("start") == 1 and "sum 0.0" in r.stderr
+    assert log.read_text() == "written\n"
+
+
+_SIDE_EFFECTS = """\
+import subprocess, sys, torch
+from torch import nn
+print("one", flush=True)
+print("two (stderr)", file=sys.stderr, flush=True)
+model = nn.Linear(1024, 1024).cuda()  # 4 MiB of weights
+if "write-first" in sys.argv:
+    open(sys.argv[1], "a").write("early\\n")
+if "process-first" in sys.argv:
+    subprocess.run([sys.executable, "-c", "print('from a child', flush=True)"])
+opt = torch.optim.SGD(model.parameters())
+model(torch.ones(4, 1024, device="cuda")).sum().backward()
+opt.step()
+print("loss", model(torch.ones(1, 1024, device="cuda")).sum().item())
+open(sys.argv[1], "a").write("late\\n")
+"""
+
+
+@pytest.mark.parametrize(
+    ("limit", "order", "ran", "event", "log"),
+    [
+        # the scout passes the limit at the model's line: it is the run, with placeholders
+        ("1MiB", "write-first", "placeholder", None, "early\nlate\n"),
+        # the scout stops before the file is written / the process starts: real values
+        ("1GiB", "write-first", "real", "(open)", "early\nlate\n"),
+        ("1GiB", "process-first", "real", "(subprocess.Popen)", "late\n"),
+        # nothing outside the process before the first step: real values from there
+        ("1GiB", "none", "real", "the first optimizer step ended", "late\n"),
+    ],
+)
+def test_auto_runs_the_script_once(
+    tmp_path: Path, limit: str, order: str, ran: str, event: str | None, log: str
+) -> None:
+    """--values auto decides before paying for both (torchplace.sim._values): whichever
+    it decides, the script's output appears once, in order, and its files are written once."""
+    script, path = tmp_path / "effects.py", tmp_path / "log.txt"
+    script.write_text(_SIDE_EFFECTS)
+    r = sim("--json", "--host-memory-limit", limit, str(script), str(path), order)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if not x.startswith("torchplace sim")]
+    child = ["from a child"] if order == "process-first" else []
+    loss = "loss 0.0" if ran == "placeholder" else lines[-1]
+    assert lines == ["one", "two (stderr)", *child, loss] and loss.startswith("loss ")
+    assert path.read_text() == log
+    decision = json.loads(r.stdout)["values_decision"]
+    assert decision["ran"] == ran and decision["requested"] == "auto"
+    if event is None:
+        assert decision["reason"].startswith(f"placeholder values from the start, because at "
+                                             f"{script}:5 real values would take 4.0 MiB")  # fmt: skip
+    else:
+        assert event in decision["decided_at"]["event"]
+
+
+def test_real_values_stop_with_host_memory_error_and_a_report(tmp_path: Path) -> None:
+    script, log = tmp_path / "big.py", tmp_path / "log.txt"
+    script.write_text(_OUTER)
+    r = sim("--json", "--values", "real", "--host-memory-limit", "64MiB", str(script), str(log))
+    assert r.returncode == 1  # the script's error, not a signal
+    error = json.loads(r.stdout)["error"]
+    assert error["type"] == "HostMemoryError" and (error["file"], error["line"]) == (
+        str(script),
+        5,
     )
+    assert "aten.mm would take 37.25 GiB" in error["message"]
+
+
+def test_an_op_larger_than_the_gpu_is_cudas_out_of_memory_at_the_line(tmp_path: Path) -> None:
+    script, log = tmp_path / "big.py", tmp_path / "log.txt"
+    script.write_text(_OUTER)
+    r = sim("--json", "--gpu", "T4", str(script), str(log))  # 37 GiB: no T4 holds it
+    assert r.returncode == 1
+    report = json.loads(r.stdout)
+    assert report["error"]["type"] == "OutOfMemoryError"
+    assert (report["oom"]["file"], report["oom"]["line"]) == (str(script), 5)
+    assert "CUDA out of memory. Tried to allocate 37.25 GiB" in report["error"]["message"]
+    assert report["values"] == "real"
 
 
 def test_write_files_writes_in_place(tmp_path: Path) -> None:

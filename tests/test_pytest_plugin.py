@@ -149,7 +149,7 @@ def test_full_trace_keeps_the_simulators_frames(pytester: pytest.Pytester) -> No
         (["--sim-gpu", "H100", "--sim-gpus", "two"], "*got 'two'*"),
         (
             ["--sim-gpu", "H100", "--sim-values", "fake"],
-            "*argument --sim-values: invalid choice: 'fake' (choose from *real*placeholder*",
+            "*argument --sim-values: invalid choice: 'fake' (choose from *real*placeholder*auto*",
         ),
         (["--sim-gpus", "2"], "*--sim-gpus applies to the simulated GPUs of --sim-gpu, which*"),
         (["--sim-values", "real"], "*--sim-values applies to*add --sim-gpu NAME*"),
@@ -177,6 +177,37 @@ def test_placeholder_values_read_back_as_zeros(pytester: pytest.Pytester) -> Non
         """,
     )
     pytester.runpytest("--sim-gpu", "T4", "--sim-values", "placeholder").assert_outcomes(passed=1)
+
+
+def test_auto_values_go_on_with_placeholders_where_the_host_runs_short(
+    pytester: pytest.Pytester,
+) -> None:
+    """A 37 GiB outer product fits an H100, not this host (nor a 64 MiB limit): with
+    values="auto" the test goes on with placeholders; with "real" it fails with
+    HostMemoryError, before the host allocates anything (else pytest would have died)."""
+    _suite(
+        pytester,
+        """
+        import pytest, torch
+        from torchplace.sim import HostMemoryError
+
+        def outer():
+            a = torch.randn(100_000, 1, device="cuda")
+            return a @ a.T
+
+        @pytest.mark.sim_gpu("H100", values="auto", host_memory_limit="64MiB")
+        def test_auto(sim):
+            assert sim.values == "real" and torch.ones(3, device="cuda").sum().item() == 3.0
+            assert outer().sum().item() == 0.0
+            assert sim.values == "placeholder" and "placeholder values since" in repr(sim)
+
+        @pytest.mark.sim_gpu("H100", host_memory_limit="64MiB")
+        def test_real():
+            with pytest.raises(HostMemoryError, match="aten.mm would take 37.25 GiB"):
+                outer()
+        """,
+    )
+    pytester.runpytest().assert_outcomes(passed=2)
 
 
 # ----------------------------------------------------------------------- the marker
@@ -283,7 +314,7 @@ def test_marker_device_mismatch_fails_with_pytorchs_error(pytester: pytest.Pytes
         ('"H100", "T4"', "*takes one GPU name, got 2 positional arguments*"),
         ("80", "*the GPU is a catalog name such as 'H100', got 80*"),
         ('"H100", gpus=0', "*gpus must be a whole number >= 1, got 0*"),
-        ('values="fake"', "*values must be one of 'real', 'placeholder', got 'fake'*"),
+        ('values="fake"', "*values must be one of 'real', 'placeholder', 'auto', got 'fake'*"),
         ('memory="lots"', "*sim_gpu: *lots*"),
     ],
 )

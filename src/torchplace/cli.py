@@ -28,8 +28,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 
 def _build_parser(command: str | None) -> argparse.ArgumentParser:
     from torchplace import __version__
+    from torchplace._cli._parser import CommandParser
 
-    parser = argparse.ArgumentParser(prog="torchplace", description="The PyTorch device toolkit.")
+    # (its subcommands' parsers are CommandParsers too: add_subparsers makes its own type)
+    parser = CommandParser(prog="torchplace", description="The PyTorch device toolkit.")
     parser.add_argument("--version", action="version", version=f"torchplace {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in _COMMANDS.items():

@@ -17,7 +17,9 @@ Installed with torchplace (a ``pytest11`` entry point) and inactive unless asked
           train_one_step(batch_size=64)
           assert sim.peak_allocated_bytes(0) < 20 * 2**30
 
-Values are real (computed on the CPU) unless ``values="placeholder"`` is asked for. What a
+Values are real (computed on the CPU) unless ``values="placeholder"`` is asked for, or
+``values="auto"``: real until the host runs short of memory, then placeholders from that line
+on (where ``"real"`` stops the test with ``HostMemoryError``). What a
 GPU would raise is raised at the test's line: ``torch.OutOfMemoryError`` past the simulated
 capacity, "Expected all tensors to be on the same device", "CUDA error: invalid device
 ordinal" for ``cuda:N`` beyond the simulated count. See ``docs/sim.md``.
@@ -46,7 +48,7 @@ __all__ = ["SimulatedGPUs", "Sync", "Transfer", "simulating"]
 
 #: ``simulate(values=...)``; kept here so that loading the plugin does not import torch
 #: (the plugin is loaded by every pytest run in an environment that has torchplace).
-_VALUES = ("real", "placeholder")
+_VALUES = ("real", "placeholder", "auto")
 _MARKER_KWARGS = ("gpus", "values", "memory", "context_bytes", "host_memory_limit")
 
 
@@ -96,8 +98,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--sim-values",
         choices=_VALUES,
         default=None,
-        help="what simulated tensors hold: 'real' values computed on the CPU (default) or "
-        "'placeholder' (shapes only, zeros when read: for models larger than host memory).",
+        help="what simulated tensors hold: 'real' values computed on the CPU (default), "
+        "'placeholder' (shapes only, zeros when read: for models larger than host memory), "
+        "or 'auto' (real until the host runs short of memory, placeholders from there).",
     )
     parser.addini(
         "sim_gpu_default",
@@ -140,7 +143,12 @@ class _Simulation:
         self._stack.close()
 
     def describe(self) -> str:
-        values = "real values" if self.values == "real" else "placeholder values"
+        values = {"real": "real values", "placeholder": "placeholder values"}.get(
+            self.values, "real values until the host runs short, then placeholders"
+        )
+        switched = getattr(self, "state", None) and self.state.switched
+        if switched:
+            values = f"placeholder values since {switched['file']}:{switched['line']}"
         return f"{self.gpus} × simulated {self.spec.name} ({values})"
 
 
@@ -434,8 +442,9 @@ class SimulatedGPUs:
 
     @property
     def values(self) -> str:
-        """``"real"`` or ``"placeholder"``."""
-        return self._sim.values
+        """What the simulated tensors hold now: ``"real"`` or ``"placeholder"`` (with
+        ``values="auto"``, ``"placeholder"`` once the host ran short of memory)."""
+        return "real" if self._sim.state.real else "placeholder"
 
     @property
     def report(self) -> SimReport:

@@ -42,8 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "real", "placeholder"),
         default="auto",
         help="real: simulated tensors hold real values computed on the CPU; placeholder: "
-        "shapes only, any model size; auto (default): real, or placeholder when real values "
-        "would not fit in host memory",
+        "shapes only, any model size; auto (default): real values where they fit in host "
+        "memory, placeholders where they would not, decided in one run (the report says "
+        "which ran, why, and from which line values are placeholders)",
     )
     parser.add_argument(
         "--host-memory-limit",
@@ -757,67 +758,47 @@ def _simulate(
     *,
     output: bool = True,
 ) -> tuple[int, Any]:
-    """Run the script once on ``spec`` (its report replayed on ``plan_gpus``); with
-    ``--values auto``, again with placeholders if real values do not fit on the host."""
+    """Run the script once on ``spec`` (its report replayed on ``plan_gpus``). With
+    ``--values auto`` the child decides, once, in the same run (torchplace.sim._values):
+    the script runs once, its output and files made once."""
     from torchplace.sim.report import SimReport
 
-    values = "real" if args.values == "auto" else args.values
-    fallback_note = None
-    while True:
-        with tempfile.TemporaryDirectory(prefix="torchplace-sim-") as tmp:
-            config: dict[str, Any] = {
-                **options,
-                "gpu": spec.key,
-                "values": values,
-                "plan_gpus": [s.key for s in plan_gpus] if plan_gpus else None,
-                "env": options.get("env", {}),
-                "report": os.path.join(tmp, "report.json"),
-                "config_path": os.path.join(tmp, "config.json"),
-            }
-            with open(config["config_path"], "w") as f:
-                json.dump(config, f)
-            rc = _run_child(config, quiet_stdout=args.json, timeout=args.timeout, silent=not output)
-            sys.stdout.flush()
-            if os.path.exists(config["report"]):
-                with open(config["report"]) as f:
-                    report = SimReport.from_dict(json.load(f))
-            else:
-                report = SimReport(
-                    gpu={"key": spec.key, "name": spec.name, "torch_name": spec.torch_name},
-                    script=options["target"],
-                    values=values,
-                )
-                report.error = {
-                    "type": "ProcessDied",
-                    "message": _died(rc),
-                    "file": None,
-                    "line": None,
-                }
-        if config.get("timed_out"):
-            report.error = {
-                "type": "Timeout",
-                "message": f"the run was stopped after {args.timeout:g} s (--timeout)",
-                "file": (report.error or {}).get("file"),
-                "line": (report.error or {}).get("line"),
-            }
-        error = report.error or {}
-        if (
-            args.values == "auto"
-            and values == "real"
-            and error.get("type") == "HostMemoryError"
-            and "hold real values" in error.get("message", "")  # not a host-built tensor
-        ):
-            where = f" (at {error['file']}:{error['line']})" if error.get("file") else ""
-            fallback_note = (
-                "values: placeholder — the run was repeated with placeholder values because "
-                f"real values would not fit in host memory{where}; values read back are zeros"
+    with tempfile.TemporaryDirectory(prefix="torchplace-sim-") as tmp:
+        config: dict[str, Any] = {
+            **options,
+            "gpu": spec.key,
+            "values": args.values,
+            "plan_gpus": [s.key for s in plan_gpus] if plan_gpus else None,
+            "env": options.get("env", {}),
+            "report": os.path.join(tmp, "report.json"),
+            "config_path": os.path.join(tmp, "config.json"),
+        }
+        with open(config["config_path"], "w") as f:
+            json.dump(config, f)
+        rc = _run_child(config, quiet_stdout=args.json, timeout=args.timeout, silent=not output)
+        sys.stdout.flush()
+        if os.path.exists(config["report"]):
+            with open(config["report"]) as f:
+                report = SimReport.from_dict(json.load(f))
+        else:
+            report = SimReport(
+                gpu={"key": spec.key, "name": spec.name, "torch_name": spec.torch_name},
+                script=options["target"],
+                values=args.values,
             )
-            print(f"torchplace sim: {fallback_note}", file=sys.stderr)
-            values = "placeholder"
-            continue
-        break
-    if fallback_note:
-        report.notes.insert(0, {"text": fallback_note, "count": 1})
+            report.error = {
+                "type": "ProcessDied",
+                "message": _died(rc),
+                "file": None,
+                "line": None,
+            }
+    if config.get("timed_out"):
+        report.error = {
+            "type": "Timeout",
+            "message": f"the run was stopped after {args.timeout:g} s (--timeout)",
+            "file": (report.error or {}).get("file"),
+            "line": (report.error or {}).get("line"),
+        }
     report.exit_code = rc if rc >= 0 else 128 - rc
     return report.exit_code, report
 

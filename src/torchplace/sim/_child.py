@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from torchplace.sim import _simulate
+from torchplace.sim import _simulate, _values
 from torchplace.sim._state import _OWN_DIR
 
 __all__ = ["main"]
@@ -76,18 +76,24 @@ def main(argv: list[str]) -> int:
         # of its class, so every other GPU of the class runs out at or before that point
         config["gpu"] = catalog.lookup(config["gpu"]).key
     report = None
+    values, scout, decided = config.get("values", "real"), None, None
+    if values == "auto":  # decide before paying for real values (torchplace.sim._values)
+        values, scout, decided = _values.scout_first(config)
+    stopped = False
     try:
         with _simulate.simulate(
             config["gpu"],
             gpus=config["gpus"],
             memory=config["memory"],
             context_bytes=config["context_bytes"],
-            values=config.get("values", "real"),
+            values=values,
             host_memory_limit=config.get("host_memory_limit"),
             write_files=config.get("write_files", False),
             nodes=config.get("nodes", 1),
             network=config.get("network"),
         ) as report:
+            if scout is not None:
+                scout.watch(report.state)
             try:
                 if config["module"]:
                     sys.argv = [target, *config["args"]]
@@ -102,10 +108,12 @@ def main(argv: list[str]) -> int:
         _print_traceback(e)
         exit_code = 1
     except KeyboardInterrupt:
-        exit_code = 130
+        exit_code, stopped = 130, True
     except Terminated as e:
         print(f"torchplace sim: {e}", file=sys.stderr)
-        exit_code = 128 + signal.SIGTERM
+        exit_code, stopped = 128 + signal.SIGTERM, True
+    if scout is not None:
+        scout.finish(stopped)  # (exits here unless it is the run)
     sys.stdout.flush()
     if report is not None and config.get("plan_gpus") and report.state is not None:
         from torchplace import catalog
@@ -120,6 +128,7 @@ def main(argv: list[str]) -> int:
             "runs": [{"gpu": config["gpu"], "class": config["plan_gpus"]}],
         }
     if report is not None:
+        _values.explain(report, scout, decided)
         report.exit_code = exit_code
         report.script = target
         if config.get("timeline"):  # torchplace sim --html / --png

@@ -31,7 +31,7 @@ from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from torchplace.cost import call_tensors, runs_kernel, tensors_in
 from torchplace.sim import (
@@ -39,6 +39,7 @@ from torchplace.sim import (
     _comm,
     _cuda_ops,
     _determinism,
+    _hostmem,
     _index_limits,
     _rules,
     _sdpa,
@@ -126,6 +127,8 @@ class _Op:
     collective: str | None  # a c10d collective's family
     host_factory: bool  # makes a tensor from a size (checked against host memory)
     view: bool  # its outputs alias an input's storage: nothing new to account
+    hostmem: int  # how _hostmem.need bounds the host memory it takes (_hostmem.bound_kind)
+    metadata: bool  # changes a tensor's metadata in place (resize_, t_): reads no values
     priced: bool  # runs a kernel the cost model prices (not a view or metadata op)
     func: Any  # the overload (_OPS is keyed by its id: OpOverload hashes in Python)
     call: Callable[..., Any]  # calls it: an OpOverload's C++ operator, without the
@@ -143,7 +146,8 @@ class _Op:
             _SEEDED in func.tags,
             any(a.name == "generator" for a in func._schema.arguments),
             REAL_KERNELS.get(func), _comm.collective_of(func), func in _HOST_FACTORIES,
-            func.is_view, runs_kernel(func), func,
+            func.is_view, _hostmem.bound_kind(func), _hostmem.inplace_metadata(func),
+            runs_kernel(func), func,
             func._op if type(func) is torch._ops.OpOverload else func,
             _determinism.alerts_for(name, func._schema.overload_name),
         )  # fmt: skip
@@ -257,7 +261,7 @@ class SimDispatchMode(TorchDispatchMode):
         if op is None or op.func is not func:
             op = _OPS[id(func)] = _Op.of(func)
         if op.view:  # one tensor's storage seen anew: its label is the storage's already
-            if state.real:  # self._run's case for a view, inline
+            if state.host_backed:  # self._run's case for a view, inline
                 return op.call(*args, **kwargs)
             return self._run(func, op, args, kwargs, None)
         leaves = call_tensors(args, kwargs)
@@ -343,7 +347,14 @@ class SimDispatchMode(TorchDispatchMode):
             return func(*args, **kwargs)
         if op.may_sync:
             self._count_sync(op, args, kwargs, labels)
-        if not state.real and any(not t.is_meta and t.dim() == 0 for t in leaves):
+        if state.real:  # will the host hold what the op makes? (_hostmem; before it runs)
+            room = state.room
+            need = _hostmem.need(op.hostmem, func, args, kwargs, leaves)
+            if need <= room.left:  # type: ignore[union-attr]  # (HostRoom.take, inline)
+                room.left -= need  # type: ignore[union-attr]
+            else:
+                self._short_of_host(func, op, args, kwargs, leaves, out_label, need)
+        if not state.host_backed and any(not t.is_meta and t.dim() == 0 for t in leaves):
             args, kwargs = tree_map(_scalar_to_meta, (args, kwargs))
         try:
             if state.real and op.kernel is None and not op.seeded:  # self._run's, inline
@@ -353,9 +364,10 @@ class SimDispatchMode(TorchDispatchMode):
         except (RuntimeError, NotImplementedError) as e:
             if state.real and op.cuda is not None and op.cuda.widens(leaves, args, kwargs):
                 out = _cuda_ops.run_wider(func, args, kwargs, e)  # CUDA runs what the CPU lacks
+            elif state.real and "can't allocate memory" in str(e):
+                self._host_allocation_failed(func, op, args, kwargs, out_label)
+                out = self._run(func, op, args, kwargs, device)  # values="auto": placeholders now
             else:
-                if state.real and "can't allocate memory" in str(e):
-                    self._host_allocation_failed(func, args, kwargs, out_label)
                 raise
         outs = [out] if isinstance(out, torch.Tensor) else tensors_in(out)
         if op.foreach and isinstance(out, (list, tuple)):
@@ -390,6 +402,8 @@ class SimDispatchMode(TorchDispatchMode):
 
     def _run(self, func: Any, op: _Op, args: Any, kwargs: Any, device: Any) -> Any:
         if not self.state.real:
+            if self.state.host_backed:
+                return self._placeholders_on_host(func, op, args, kwargs)
             try:
                 return func(*args, **kwargs)
             except NotImplementedError:
@@ -420,20 +434,73 @@ class SimDispatchMode(TorchDispatchMode):
 
         return _draw(gen, on_the_host_generator)
 
-    def _host_allocation_failed(self, func: Any, args: Any, kwargs: Any, label: int) -> None:
-        """The host could not hold a real-values output. Would the GPU? Its out-of-memory
-        error comes first, as on the GPU; otherwise the host is what ran out."""
+    def _short_of_host(
+        self, func: Any, op: _Op, args: Any, kwargs: Any, leaves: Any, label: int, need: int
+    ) -> None:
+        """The room left has not the ``need`` bytes ``func`` would make: look at the memory
+        again, with the exact figure if ``need`` was a bound, and if the host has no room,
+        let the state decide (the GPU's out-of-memory error, a switch to placeholder
+        values, or HostMemoryError)."""
+        state = self.state
+        assert state.room is not None  # real values
+        if state.room.take(need, state.host_bytes):
+            return
+        exact = _hostmem.need(_hostmem.EXACT, func, args, kwargs, leaves)
+        if not state.room.take(exact, state.host_bytes):
+            sizes = _hostmem.outputs(func, args, kwargs)
+            state.short_of_host(f"aten.{op.name.split('::')[-1]}", exact, sizes, label)
 
-        def to_meta(a: Any) -> Any:
+    def _host_allocation_failed(
+        self, func: Any, op: _Op, args: Any, kwargs: Any, label: int
+    ) -> None:
+        """The host could not allocate a real-values output after all (sizes not foreseen:
+        an operation without a meta function). The state decides, as before an operation."""
+        sizes = _hostmem.outputs(func, args, kwargs)
+        # (it raises, or returns having switched to placeholder values)
+        self.state.short_of_host(f"aten.{op.name.split('::')[-1]}", sum(sizes), sizes, label)
+
+    def _placeholders_on_host(self, func: Any, op: _Op, args: Any, kwargs: Any) -> Any:
+        """An operation after a switch to placeholder values (the backing stays the host):
+        its outputs' shapes from the meta function, in host memory that is allocated and
+        never written, so never resident. In-place and ``out=`` outputs are their arguments,
+        left as they were; metadata changes (``resize_``, ``t_``) run as they are."""
+        if op.metadata:
+            return op.call(*args, **kwargs)
+        flat, spec = tree_flatten((args, kwargs))
+        originals: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # by the copy's storage
+        copies: list[Any] = []
+        for a in flat:
             if isinstance(a, torch.Tensor):
-                return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META)
-            return _META if isinstance(a, torch.device) else a
-
-        margs, mkwargs = tree_map(to_meta, (args, kwargs))
+                m = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META)
+                originals[m.untyped_storage()._cdata] = (m, a)
+                copies.append(m)
+            elif isinstance(a, torch.device):
+                copies.append(_META)
+            else:  # (a generator draws nothing for placeholders)
+                copies.append(None if isinstance(a, torch.Generator) else a)
+        margs, mkwargs = tree_unflatten(copies, spec)
         if "device" in mkwargs:
             mkwargs["device"] = _META
-        needed = sum(t.untyped_storage().nbytes() for t in tensors_in(func(*margs, **mkwargs)))
-        self.state.reserve_host(needed, label)
+        try:
+            out = func(*margs, **mkwargs)
+        except NotImplementedError:
+            out = self._run_on_zeros(func, margs, mkwargs)
+
+        def on_host(t: Any) -> Any:
+            if not isinstance(t, torch.Tensor):
+                return t
+            found = originals.get(t.untyped_storage()._cdata)
+            if found is None:
+                return _hostmem.hollow(t.shape, t.stride(), t.dtype)
+            copy, original = found
+            if t is not copy:  # a view of an argument (aten._unsafe_view)
+                offset = original.storage_offset() + t.storage_offset() - copy.storage_offset()
+                return original.as_strided(t.shape, t.stride(), offset)
+            if original.shape != t.shape:  # an out= argument the op resizes
+                original.resize_(t.shape)
+            return original
+
+        return tree_map(on_host, out)
 
     def _count_sync(self, op: _Op, args: Any, kwargs: Any, labels: dict[int, int]) -> None:
         """Operations that make CUDA wait for the GPU: their output needs its data."""
@@ -487,6 +554,8 @@ class SimDispatchMode(TorchDispatchMode):
             state.transfer("h2d", nbytes, dst_label)
             state.pinned.copied(src, dst_label, _non_blocking(args, kwargs))
             if not state.real:
+                if state.host_backed:
+                    return dst  # placeholder values since a switch: nothing to write
                 src = torch.empty_like(src, device=_META)
         elif dst_label is None and src_label is not None:
             state.transfer("d2h", nbytes, src_label)
@@ -497,6 +566,8 @@ class SimDispatchMode(TorchDispatchMode):
                 return dst.zero_()  # placeholder: the simulated GPU holds no data
         elif dst_label is not None and src_label is not None and dst_label != src_label:
             state.transfer("d2d", nbytes, src_label)
+        if dst_label is not None and state.host_backed and not state.real:
+            return dst  # placeholder values since a switch: nothing to write
         return _COPY(dst, src, *args[2:], **kwargs)
 
     def _placeholders_to_host(self, x: torch.Tensor, kwargs: Any, label: int) -> torch.Tensor:
@@ -968,6 +1039,10 @@ class SimFunctionMode(TorchFunctionMode):
                 with self.on(target, explicit=True), self._copying():
                     if state.real:
                         return _aten._to_copy(x, dtype=out_dtype, memory_format=fmt)
+                    if state.host_backed:  # placeholders since a switch: never written
+                        return torch.empty_like(
+                            x, dtype=out_dtype, device=state.backing, memory_format=fmt
+                        )
                     return _aten._to_copy(x, dtype=out_dtype, device=_META, memory_format=fmt)
 
             def back_h2d(g: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,7 @@ from torchplace.cost import Peaks, StepEstimate, op_cost
 from torchplace.sim._comm import Topology
 from torchplace.sim._cuda_api import cublas_allows_tf32, patched_torch
 from torchplace.sim._distributed import patched_distributed
+from torchplace.sim._hostmem import host_memory
 from torchplace.sim._modes import SimDispatchMode, SimFunctionMode
 from torchplace.sim._processes import patched_processes
 from torchplace.sim._state import SimState, is_user_file
@@ -26,8 +27,9 @@ from torchplace.sim.report import SimReport
 
 __all__ = ["VALUES", "HostMemoryError", "simulate"]
 
-#: What simulated tensors hold: their real data on the host, or no data (placeholders).
-VALUES = ("real", "placeholder")
+#: What simulated tensors hold: their real data on the host, or no data (placeholders); or
+#: real data until the host runs short, then placeholders ("auto").
+VALUES = ("real", "placeholder", "auto")
 
 _SUPPORTED_TORCH = ((2, 6), (2, 14))  # versions tried: see README "Simulator: torch versions"
 _active = False
@@ -51,12 +53,37 @@ class HostMemoryError(MemoryError):
 
 def _host_memory_limit() -> int | None:
     """Half of the host memory available now (Linux: /proc/meminfo), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            fields = dict(line.split(":", 1) for line in f)
-        return int(fields["MemAvailable"].split()[0]) * 1024 // 2
-    except (OSError, KeyError, ValueError):
-        return None
+    available, _ = host_memory()
+    return None if available is None else available // 2
+
+
+def _values_decision(requested: str, state: SimState) -> dict[str, Any]:
+    """Which values the run held and why (the report's ``values_decision``), and the most
+    host memory real values took, or would have taken (``real_peak_bytes``)."""
+    decision = _decision(requested, state)
+    decision["real_peak_bytes"] = state.host_peak
+    return decision
+
+
+def _decision(requested: str, state: SimState) -> dict[str, Any]:
+    from torchplace._units import format_bytes
+
+    switched = state.switched
+    if switched is not None:
+        where = {"file": switched["file"], "line": switched["line"]}
+        return {"requested": requested, "ran": "placeholder", "reason": switched["reason"],
+                "placeholder_from": where}  # fmt: skip
+    if requested == "placeholder":
+        reason = "asked for (values='placeholder'): shapes only, any model size"
+        return {"requested": requested, "ran": "placeholder", "reason": reason,
+                "placeholder_from": None}  # fmt: skip
+    limit = f", within the limit of {format_bytes(state.host_limit)}" if state.host_limit else ""
+    reason = (
+        f"real values fit in host memory: at most {format_bytes(state.host_peak)} at once{limit}"
+    )
+    if requested == "real":
+        reason = "asked for (values='real'); " + reason
+    return {"requested": requested, "ran": "real", "reason": reason, "placeholder_from": None}
 
 
 def _propagate_to_threads(modes: list[Any]) -> Any:
@@ -106,10 +133,16 @@ def simulate(
             ("24GB" = 24·10⁹ bytes, "22.5GiB" = 22.5·1024³ bytes).
         context_bytes: override the CUDA context size assumed outside the allocator.
         values: ``"real"``: simulated tensors hold real values, computed on the CPU;
-            ``"placeholder"``: they hold no data (for models larger than host memory).
+            ``"placeholder"``: they hold no data (for models larger than host memory);
+            ``"auto"``: real values until an operation would need more host memory than
+            the limit (or the machine) has room for, then placeholder values from that
+            line on, in place (``report.values_decision`` says where and why).
         host_memory_limit: with real values, the most host memory the simulated GPUs'
             tensors may take (bytes or text); default: half the memory available now.
-            Going past it raises :class:`HostMemoryError`.
+            Before each operation the host memory it will take is checked against it, and
+            against the memory available at the time: an operation that would not fit the
+            simulated GPU raises its ``torch.OutOfMemoryError``; one that fits the GPU but
+            not the host raises :class:`HostMemoryError` (``"auto"``: switches).
         write_files: let ``torch.save`` of simulated tensors write where the script says;
             by default such files go to a scratch folder the report names, so a simulated
             run never replaces a real checkpoint (``torch.load`` of the same path in the
@@ -134,7 +167,8 @@ def simulate(
     if values not in VALUES:
         raise ValueError(
             f"values must be one of {', '.join(map(repr, VALUES))}, got {values!r}: 'real' "
-            "computes every value on the CPU, 'placeholder' keeps shapes only."
+            "computes every value on the CPU, 'placeholder' keeps shapes only, 'auto' is "
+            "real until the host runs short of memory."
         )
     limit = (
         parse_size(host_memory_limit)
@@ -154,8 +188,10 @@ def simulate(
     peaks = Peaks.from_spec(spec)
     state = SimState.create(
         spec, gpus=gpus, capacity=capacity, context_bytes=context, peaks=peaks,
-        real=values == "real", host_limit=limit if values == "real" else None,
+        real=values != "placeholder", host_limit=limit if values != "placeholder" else None,
+        auto=values == "auto",
     )  # fmt: skip
+    state.host_limit_given = host_memory_limit is not None
     for d in state.physical:
         d.estimate = StepEstimate(peaks)
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
@@ -211,6 +247,10 @@ def simulate(
         state.phase = "other"
         state.classify_state(opt)
         state.trace.step(state.clock(state.current) if state.devices else 0.0)
+        if state.real:  # the memory other processes hold changes: look again each step
+            state.room.look(state.host_bytes)  # type: ignore[union-attr]
+        elif state.scout is not None:  # values="auto", deciding (torchplace.sim._values)
+            state.scout.step()
         for d in state.devices:
             d.step_marks.append(d.estimate.seconds if d.estimate else 0.0)
 
@@ -229,6 +269,7 @@ def simulate(
             "CPU's, not the GPU's; torch.cuda.Event.elapsed_time returns the estimate",
         ],
     )
+    report._state = state  # (report.state: live during the block, for the command line's child)
     _active = True
     try:
         with ExitStack() as stack:
@@ -268,3 +309,8 @@ def simulate(
         _active = False
         state.finish_trace()
         report.fill(state)
+        report.values_decision = _values_decision(values, state)
+        report.values = report.values_decision["ran"]
+        if state.switched is not None:  # the note that says so first
+            first = [n for n in report.notes if n["text"].startswith("values: ")]
+            report.notes = first + [n for n in report.notes if n not in first]

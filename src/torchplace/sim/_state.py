@@ -27,6 +27,7 @@ import torch
 
 from torchplace.cost import OpCost, transfer_seconds
 from torchplace.sim._comm import Topology
+from torchplace.sim._hostmem import HostRoom, host_memory
 from torchplace.sim._trace import CATEGORY_NAMES, WORKSPACE, Trace
 from torchplace.sim.allocator import AllocatorOOM, CachingAllocatorModel
 
@@ -80,18 +81,10 @@ _GIB = 1024**3
 _ONE_EXA_BYTES = 2**60  # c10/cuda/CUDACachingAllocator.cpp one_exa_bytes
 
 
-def _host_memory() -> tuple[int | None, int | None]:
-    """(available, total) host memory in bytes from /proc/meminfo; (None, None) elsewhere."""
-    try:
-        with open("/proc/meminfo") as f:
-            fields = dict(line.split(":", 1) for line in f)
-        kib = 1024
-        return (
-            int(fields["MemAvailable"].split()[0]) * kib,
-            int(fields["MemTotal"].split()[0]) * kib,
-        )
-    except (OSError, KeyError, ValueError):
-        return None, None
+def _size(nbytes: int) -> str:
+    from torchplace._units import format_bytes
+
+    return format_bytes(nbytes)
 
 
 def context_bytes_for(spec: GPUSpec) -> int:
@@ -282,6 +275,20 @@ class SimState:
     peaks: Peaks | None = None
     host_limit: int | None = None  # real values: the most host memory simulated data may take
     host_bytes: int = 0
+    host_peak: int = 0  # the most host_bytes reached
+    host_limit_given: bool = False  # host_limit is the user's (not the default)
+    # Whether simulated tensors hold real values now; host_backed: whether their backing is
+    # the host (real values, and placeholder values after a switch in place: see
+    # switch_to_placeholders). room: how much more host memory real values may take.
+    real: bool = False
+    # host_bytes counts new storages: the real values held, or with placeholder values those
+    # real values would take (host_peak says so in the report); not after a switch
+    counts_host: bool = False
+    host_backed: bool = False
+    auto: bool = False  # values="auto": short of host memory, switch instead of stopping
+    room: HostRoom | None = None
+    switched: dict[str, Any] | None = None  # where and why placeholder values began
+    scout: Any = None  # values="auto"'s scout (torchplace.sim._values.Scout), while it looks
     host_weight_bytes: int = 0  # parameters built on the host, then moved to a GPU
     storages: dict[int, _Storage] = field(default_factory=dict)
     transfers: dict[str, list[int]] = field(
@@ -340,6 +347,7 @@ class SimState:
         peaks: Peaks | None = None,
         real: bool = False,
         host_limit: int | None = None,
+        auto: bool = False,
     ) -> SimState:
         cap = spec.torch_total_bytes if capacity is None else capacity
         ctx = context_bytes_for(spec) if context_bytes is None else context_bytes
@@ -352,7 +360,9 @@ class SimState:
         backing = torch.device("cpu" if real else "meta")
         state = cls(
             devices=devices, physical=list(devices), backing=backing, peaks=peaks,
-            host_limit=host_limit,
+            host_limit=host_limit, real=real, counts_host=True, host_backed=real,
+            auto=auto and real,
+            room=HostRoom(host_limit) if real else None,
         )  # fmt: skip
         for dev in devices:
             dev.allocator.segment_hook = functools.partial(state._segment, dev)
@@ -405,15 +415,10 @@ class SimState:
         self.note(self.visible_note)
 
     @functools.cached_property
-    def real(self) -> bool:
-        """Whether simulated tensors hold real values (CPU backing) or placeholders (meta)."""
-        return self.backing.type == "cpu"
-
-    @functools.cached_property
     def _on_backing(self) -> Callable[[torch.Tensor], bool]:
         """Whether a tensor is on the backing device (``t.is_cpu``: ten times cheaper than
         ``t.device.type``, which makes a device object)."""
-        return operator.attrgetter("is_cpu" if self.real else "is_meta")
+        return operator.attrgetter("is_cpu" if self.host_backed else "is_meta")
 
     @property
     def current(self) -> int:
@@ -515,10 +520,12 @@ class SimState:
             self.initialized = True
             dev = self.devices[device]
             handle = self._malloc(dev, nbytes)
-            if self.real:
+            if self.counts_host:
                 self.host_bytes += nbytes
+                if self.host_bytes > self.host_peak:
+                    self.host_peak = self.host_bytes
                 if self.host_limit is not None and self.host_bytes > self.host_limit:
-                    raise self._over_host_limit()
+                    self._over_host_limit()  # (sizes not foreseen: the check before the op)
             scope = self.scopes[-1] if self.scopes else None
             estimate = dev.estimate  # self.clock(device), inline
             time = estimate.seconds if estimate is not None else 0.0
@@ -617,13 +624,93 @@ class SimState:
                     dev.cublas_workspace = None
                 dev.cublas_ready = False
 
-    def reserve_host(self, nbytes: int, device: int) -> None:
-        """An allocation of ``nbytes`` the host could not make: raise the simulated GPU's
-        out-of-memory error if it would not fit there either, else :class:`HostMemoryError`."""
+    def short_of_host(self, what: str, nbytes: int, sizes: list[int], device: int) -> None:
+        """``what`` (an operation) would take ``nbytes`` more host memory than the host has
+        room for, to make new storages of ``sizes`` bytes on ``device``.
+
+        As on the GPU, its out-of-memory error comes first: raised (at the user's line) if
+        the outputs would not fit the simulated GPU. Otherwise, with ``values="auto"``, the
+        run goes on with placeholder values (:meth:`switch_to_placeholders`) and the
+        operation makes none; else :class:`HostMemoryError`.
+        """
         with self._lock:
             dev = self.devices[device]
-            dev.allocator.free(self._malloc(dev, nbytes))
-        raise self._host_error(self.host_bytes + nbytes, "more than the host could allocate")
+            handles: list[int] = []
+            try:
+                for n in sizes:
+                    handles.append(self._malloc(dev, n))
+            finally:
+                for handle in handles:
+                    dev.allocator.free(handle)
+        self._out_of_host(f"{what} would take {_size(nbytes)} of host memory, {self._room_text()}")
+
+    def _over_host_limit(self) -> None:
+        assert self.host_limit is not None
+        verb = "take" if self.real else "would take"
+        self._out_of_host(
+            f"real values {verb} {_size(self.host_bytes)} of host memory, over the limit "
+            f"of {_size(self.host_limit)} ({self._limit_origin()})"
+        )
+
+    def _out_of_host(self, why: str) -> None:
+        if self.scout is not None:  # placeholder values already: the scout decides
+            self.scout.short_of_host(why)
+            return
+        if self.auto:
+            self.switch_to_placeholders(why)
+            return
+        from torchplace.sim._simulate import HostMemoryError
+
+        where = user_frame()
+        at = f" at {where[0]}:{where[1]}" if where else ""
+        self.note("stopped: real values would not fit in host memory")
+        raise HostMemoryError(
+            f"torchplace sim: the simulated GPUs' tensors hold real values in host memory, "
+            f"and{at}: {why}. Run with --values auto (simulate(values='auto')) to go on with "
+            "placeholder values from there, or --values placeholder to simulate shapes only "
+            "from the start: any model size fits."
+        )
+
+    def _limit_origin(self) -> str:
+        if self.host_limit_given:
+            return "--host-memory-limit"
+        return "half the memory available at the start; --host-memory-limit sets another"
+
+    def _room_text(self) -> str:
+        room = self.room
+        if room is None:
+            return "more than the host could allocate"
+        parts = [f"real values hold {_size(self.host_bytes)}"]
+        if self.host_limit is not None:
+            parts.append(f"the limit is {_size(self.host_limit)} ({self._limit_origin()})")
+        if room.available is not None:
+            parts.append(
+                f"the machine has {_size(room.available)} available now, of which "
+                f"{_size(room.floor)} stays free"
+            )
+        return f"more than the {_size(max(room.left, 0))} left: " + "; ".join(parts)
+
+    def switch_to_placeholders(self, reason: str) -> None:
+        """Go on with placeholder values, in place, from the user's line running now.
+
+        Tensors made from here on hold no values: their memory is allocated on the host and
+        never written, so it is never resident (the dispatch mode computes their shapes with
+        meta functions). Tensors made before keep theirs, but every value read back from
+        here on is a placeholder. The backing stays the host, so tensors from before and
+        after mix as before, autograd's graph included.
+        """
+        where = user_frame()
+        self.real = self.counts_host = False
+        self.switched = {
+            "file": where[0] if where else None,
+            "line": where[1] if where else None,
+            "reason": reason,
+        }
+        at = f" from {where[0]}:{where[1]} on" if where else ""
+        self.note(
+            f"values: placeholder{at}, because {reason}; values read back from there are "
+            "zeros (--values placeholder from the start; --values real stops instead)"
+        )
 
     def host_weights(self, nbytes: int) -> None:
         """Count parameters moved from the host; past 1 GiB, say how to avoid it."""
@@ -641,7 +728,7 @@ class SimState:
     def check_host_room(self, nbytes: int) -> None:
         """Raise :class:`HostMemoryError` if making ``nbytes`` on the host would leave less
         than 1 GiB (or 5%) of its memory available."""
-        available, total = _host_memory()
+        available, total = host_memory()
         if available is None or total is None:
             return
         floor = max(_GIB, total // 20)
@@ -662,30 +749,6 @@ class SimState:
             "device instead: `with torch.device('cuda'): model = Model()`."
         )
 
-    def _over_host_limit(self) -> MemoryError:
-        from torchplace._units import format_bytes
-
-        assert self.host_limit is not None
-        return self._host_error(
-            self.host_bytes,
-            f"over the limit of {format_bytes(self.host_limit)} (half the memory this "
-            "machine had available; --host-memory-limit sets it)",
-        )
-
-    def _host_error(self, total: int, why: str) -> MemoryError:
-        from torchplace._units import format_bytes
-        from torchplace.sim._simulate import HostMemoryError
-
-        where = user_frame()
-        at = f" at {where[0]}:{where[1]}" if where else ""
-        self.note("stopped: real values would not fit in host memory")
-        return HostMemoryError(
-            "torchplace sim: the simulated GPUs' tensors hold real values in host memory; "
-            f"they would now take {format_bytes(total)}{at}, {why}. Run with --values "
-            "placeholder (simulate(values='placeholder')) to simulate shapes only: any "
-            "model size fits."
-        )
-
     def _free_key(self, key: int) -> None:
         self._emptied.pop(key, None)
         rec = self.storages.pop(key, None)
@@ -695,7 +758,7 @@ class SimState:
             estimate = dev.estimate  # self.clock(device), inline
             time = estimate.seconds if estimate is not None else 0.0
             self.trace.free(rec.trace_index, time, self.kinds.pop(key, None))
-            if self.real:
+            if self.counts_host:
                 self.host_bytes -= rec.nbytes
 
     def _drain(self) -> None:
@@ -782,6 +845,8 @@ class SimState:
     # --- events -------------------------------------------------------------------------
     def transfer(self, kind: str, nbytes: int, device: int | None = None) -> None:
         """Count a copy; host copies are also priced at the host link's speed."""
+        if kind == "d2h" and self.scout is not None:
+            self.scout.read()  # a value the script sees: the scout decides before it
         counts = self.transfers[kind]
         counts[0] += 1
         counts[1] += nbytes

@@ -68,6 +68,9 @@ class SimReport:
     script: str | None = None
     torch_version: str = ""
     values: str = "real"
+    #: which values the run held, and why: ``{"requested": "auto", "ran": "real" |
+    #: "placeholder", "reason": ..., "placeholder_from": {"file", "line"} or None}``
+    values_decision: dict[str, Any] | None = None
     assumptions: list[str] = field(default_factory=list)
     #: per device, the memory timeline (:mod:`torchplace.sim.timeline`); filled by
     #: :meth:`add_timelines` (``torchplace sim --html/--png`` do), else empty
@@ -287,6 +290,11 @@ def render(report: SimReport, console: Console) -> None:
         "− peak reserved. Sizes in GiB = 1024³ bytes.",
         style="dim",
     )
+    if report.values_decision:  # which values the run held (--values), from where, why
+        v = report.values_decision
+        start = v.get("placeholder_from")
+        since = f" from {Path(start['file']).name}:{start['line']} on" if start else ""
+        console.print(f"  values: {v['ran']}{since} — {v['reason']}", style="dim")
 
     live = Table(title="Live at the peak", title_justify="left")
     live.add_column("device")
