@@ -242,6 +242,10 @@ class SimDevice:
     snapshot_at: int = 0
     estimate: StepEstimate | None = None  # the cost model's running total for this GPU
     step_marks: list[float] = field(default_factory=lambda: [0.0])  # estimate at each step
+    # (clock, GPU busy, host, samples, tokens) at the start and after every optimizer step
+    # (time_marks), or at every call of an outermost module (call_marks): a step's split
+    time_marks: list[tuple[float, ...]] = field(default_factory=lambda: [(0.0,) * 5])
+    call_marks: list[tuple[float, ...]] = field(default_factory=list)
 
     @property
     def allocated(self) -> int:
@@ -286,6 +290,9 @@ class SimState:
     optimizers: weakref.WeakSet[torch.optim.Optimizer] = field(default_factory=weakref.WeakSet)
     modules: weakref.WeakSet[torch.nn.Module] = field(default_factory=weakref.WeakSet)
     pinned: weakref.WeakSet[torch.UntypedStorage] = field(default_factory=weakref.WeakSet)
+    # what the outermost modules were called on: samples (their first tensor's first
+    # dimension) and tokens (its elements, where it holds integer token ids)
+    batch_seen: list[int] = field(default_factory=lambda: [0, 0])
     physical: list[SimDevice] = field(default_factory=list)  # every simulated GPU
     visible_note: str | None = None
     _frozen: bool = False  # CUDA_VISIBLE_DEVICES was read (at the first CUDA call)
@@ -745,11 +752,12 @@ class SimState:
         site[1] += nbytes
         index = self.current if device is None else device
         if kind != "d2d":
-            self.trace.op(index, 0.0, nbytes, "h2d" if kind == "h2d" else "d2h")
-        estimate = self.devices[index].estimate
-        if self.peaks is not None and estimate is not None and kind != "d2d":
-            seconds = transfer_seconds(nbytes, self.peaks, "h2d" if kind == "h2d" else "d2h")
-            estimate.add(OpCost(f"copy {kind}", 0.0, nbytes, seconds, "memory"), None)
+            host = self._host_seconds()
+            self.trace.op(index, 0.0, nbytes, "h2d" if kind == "h2d" else "d2h", host=host)
+            estimate = self.devices[index].estimate
+            if self.peaks is not None and estimate is not None:
+                seconds = transfer_seconds(nbytes, self.peaks, "h2d" if kind == "h2d" else "d2h")
+                estimate.add(OpCost(f"copy {kind}", 0.0, nbytes, seconds, "memory", host=host))
 
     def collective(self, device: int, kind: str, size: int, world: int) -> None:
         """Price a collective over ``size`` bytes among ``world`` ranks (torchplace.sim._comm)."""
@@ -762,15 +770,30 @@ class SimState:
         )
         launch = self.peaks.launch_seconds if self.peaks is not None else 0.0
         seconds = self.topology.seconds(bus, world, link, launch)
+        host = self._host_seconds()
         self.trace.op(
-            device, 0.0, bus, "network" if self.topology.crosses_nodes(world) else "nvlink"
-        )
+            device, 0.0, bus, "network" if self.topology.crosses_nodes(world) else "nvlink",
+            host=host,
+        )  # fmt: skip
         if dev.estimate is not None and bus > 0:
-            dev.estimate.add(OpCost(f"nccl {kind}", 0.0, int(bus), seconds, "communication"), None)
+            dev.estimate.add(
+                OpCost(f"nccl {kind}", 0.0, int(bus), seconds, "communication", host=host), None
+            )
+
+    def _host_seconds(self) -> float:
+        """The host's seconds per operation under the peaks' time model (0 without one)."""
+        timing = self.peaks.timing if self.peaks is not None else None
+        return 0.0 if timing is None else timing.host_seconds
 
     def record_sync(self, kind: str) -> None:
         where = user_frame() or ("<unknown>", 0)
         self.syncs[(kind, where[0], where[1])] += 1
+        if self.devices:  # the host waits for the GPU (the time model's queue)
+            index = self.current
+            estimate = self.devices[index].estimate
+            if estimate is not None:
+                estimate.sync()
+            self.trace.op(index, 0.0, 0.0, "sync")
 
     def note(self, text: str) -> None:
         self.notes[text] += 1
