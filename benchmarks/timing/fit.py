@@ -35,7 +35,7 @@ from benchmarks.timing.calibration import Recording, Row, load_published, predic
 
 from torchplace.timemodel.params import Params, load  # noqa: E402
 
-#: the constants fitted, with the start of the search
+#: the constants fitted, with the start of a first search
 FITTED = {
     "gemm.tensor_core_efficiency": 0.8,
     "gemm.simt_efficiency": 0.85,
@@ -106,8 +106,9 @@ def _clamp(params: Params, names: list[str], x: list[float]) -> Params:
 
 def fit(recordings: list[tuple[Row, Recording]], base: Params) -> tuple[Params, float]:
     names = list(FITTED)
-    start = [FITTED[n] for n in names]
-    scale = [abs(v) or 1.0 for v in start]
+    # from the constants as they are (FITTED's guesses for a first fit): a refit only improves
+    start = [base[n] if base.fitted(n) else FITTED[n] for n in names]
+    scale = [abs(v) or FITTED[n] or 1e-6 for v, n in zip(start, names, strict=True)]
 
     def objective(z: list[float]) -> float:
         x = [zi * s for zi, s in zip(z, scale, strict=True)]
