@@ -10,11 +10,13 @@ import pytest
 import torch
 from rich.console import Console
 
+from torchplace import catalog
 from torchplace.bench import machine, report, suite
 from torchplace.bench.breakeven import attach_speedups, break_even, crossover
 from torchplace.bench.results import BREAK_EVEN_KEYS, ROW_KEYS, TOP_KEYS, Row
 from torchplace.bench.workloads import Workload
 from torchplace.cost import Peaks
+from torchplace.timemodel import op_host_seconds
 
 CPU_PEAKS = Peaks(
     "Test CPU",
@@ -72,10 +74,15 @@ def test_projected_matmul_row_matches_the_cost_model(fast: None) -> None:
     result = _run(gpus=["H100"], ops=["matmul"], limit=3)
     row = next(r for r in result.rows if r.projected and r.dtype == "bf16" and r.size == 1024)
     n = 1024
-    compute, memory = 2 * n**3 / 989.4e12, 3 * n * n * 2 / 3.35e12
-    assert row.seconds == pytest.approx(max(compute, memory) + 5e-6)
-    assert row.bound == "launch"  # 2.2 µs of compute is less than the 5 µs launch
-    transfer = (2 * n * n * 2 / 64e9 + 5e-6) + (n * n * 2 / 64e9 + 5e-6)
+    peaks = Peaks.from_spec(catalog.lookup("H100"))
+    assert peaks.timing is not None
+    kernel, _ = peaks.timing.seconds(("gemm", n, n, n, 1, "bf16", 3 * n * n * 2))
+    host = op_host_seconds(peaks.timing.params)
+    # timed in a loop: the host's time per call or the kernel's, whichever is longer
+    assert row.seconds == pytest.approx(max(kernel, host))
+    assert row.bound == ("host" if host > kernel else "compute")
+    launch = peaks.launch_seconds
+    transfer = (2 * n * n * 2 / 64e9 + launch) + (n * n * 2 / 64e9 + launch)
     assert row.seconds_with_transfer == pytest.approx(row.seconds + transfer)
     cpu = next(r for r in result.rows if r.device == "cpu" and r.dtype == "bf16" and r.size == n)
     assert row.speedup == pytest.approx(cpu.seconds / row.seconds)

@@ -28,20 +28,36 @@ META = torch.device("meta")
 
 @pytest.fixture
 def h100() -> Peaks:
-    return Peaks.from_spec(catalog.lookup("H100"))
+    """The H100's datasheet peaks priced by the roofline alone (no kernel-time model):
+    the arithmetic these tests check by hand."""
+    peaks = Peaks.from_spec(catalog.lookup("H100"), launch_seconds=GPU_LAUNCH_SECONDS)
+    return dataclasses.replace(peaks, timing=None)
 
 
 def _meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return torch.empty(shape, dtype=dtype, device=META)
 
 
-def test_h100_peaks_come_from_the_catalog(h100: Peaks) -> None:
+def test_h100_peaks_come_from_the_catalog() -> None:
+    h100 = Peaks.from_spec(catalog.lookup("H100"))
     assert h100.flops_per_s["bf16"] == pytest.approx(989.4e12)
     assert h100.bandwidth_bytes_per_s == pytest.approx(3.35e12)
     assert h100.host_bandwidth_bytes_per_s == pytest.approx(64e9)
-    assert h100.launch_seconds == GPU_LAUNCH_SECONDS == 5e-6
+    assert h100.timing is not None and h100.timing.sms == 132
+    assert h100.launch_seconds == h100.timing.kernel_overhead  # the time model's
     assert not h100.measured and "catalog" in h100.source
     assert h100.memory_bytes == catalog.lookup("H100").torch_total_bytes
+
+
+def test_catalog_peaks_price_by_kernel_class_and_charge_the_host() -> None:
+    h100 = Peaks.from_spec(catalog.lookup("H100"))
+    a = _meta(4096, 4096, dtype=torch.bfloat16)
+    c = op_cost(aten.mm.default, (a, a), {}, a @ a, h100)
+    assert c.signature == ("gemm", 4096, 4096, 4096, 1, "bf16", c.bytes)
+    assert c.bound == "compute" and c.host > 0
+    assert c.seconds > 2 * 4096**3 / 989.4e12  # no faster than the datasheet peak
+    view = op_cost(aten.t.default, (a,), {}, a.t(), h100)
+    assert (view.seconds, view.host, view.signature) == (0.0, 0.0, None)
 
 
 def test_bf16_matmul_4096_on_h100_is_compute_bound(h100: Peaks) -> None:
@@ -221,6 +237,9 @@ def test_step_estimate_totals_scopes_and_top_ops() -> None:
         "ops",
         "bound",
         "seconds_by_bound",
+        "host_seconds",
+        "wall_seconds",
+        "gpu_seconds",
         "scopes",
         "top_ops",
     }
@@ -232,7 +251,26 @@ def test_step_estimate_totals_scopes_and_top_ops() -> None:
         "ops": 2,
         "bound": "compute",
         "seconds_by_bound": {"compute": 6e-3},
+        "host_seconds": 0.0,
     }
+
+
+def test_step_estimate_queues_kernels_behind_the_host() -> None:
+    est = StepEstimate()
+    # the host issues a 1 ms kernel in 10 µs: the GPU is the bottleneck
+    est.add(OpCost("aten.mm", 0.0, 0, 1e-3, "compute", host=1e-5))
+    assert est.seconds == pytest.approx(1e-3 + 1e-5)
+    # ten 1 µs kernels, 200 µs of Python each: the host is, and the GPU waits
+    for _ in range(10):
+        est.add(OpCost("aten.add", 0.0, 0, 1e-6, "launch", host=2e-4))
+    assert est.host_clock == pytest.approx(1e-5 + 10 * 2e-4)
+    assert est.seconds == pytest.approx(est.host_clock + 1e-6)
+    assert est.gpu_seconds == pytest.approx(1e-3 + 10e-6)
+    # a long kernel, then a sync: the host waits for the GPU before issuing more
+    est.add(OpCost("aten.mm", 0.0, 0, 5e-3, "compute", host=1e-5))
+    est.sync()
+    assert est.host_clock == est.seconds
+    assert est.mark() == (est.seconds, est.gpu_seconds, est.host_seconds)
 
 
 class _MLP(torch.nn.Module):

@@ -21,6 +21,7 @@ from helpers import run_torchplace
 from torchplace import catalog
 from torchplace.sim.report import render_ranks
 from torchplace.sim.search import FindMaxError, find_max
+from torchplace.timemodel import params
 
 MIB = 1024**2
 
@@ -132,10 +133,12 @@ def test_ddp_per_rank_and_the_network_between_nodes(tmp_path: Path) -> None:
         assert r["peak_breakdown"]["communication"] >= weights * 0.98
         # per step, a ring all-reduce of every gradient among 4 ranks sends 2·3/4 of them per
         # rank, and DDP's constructor broadcasts the weights once (its share: half, over 2
-        # steps), over the slowest link the group crosses: the network (ib-ndr-400), not NVLink
+        # steps), over the slowest link the group crosses: the network (ib-ndr-400), not
+        # NVLink, at the bus bandwidth NCCL reaches on it (torchplace.timemodel.comm)
         sent = 2 * 3 / 4 * weights + weights / 2
-        expected = sent / catalog.network().bandwidth_bytes_per_s
-        assert expected < r["communication_seconds"] < expected + 16 * 20e-6  # + launches
+        efficiency = params.load()["collective.efficiency"]
+        expected = sent / (catalog.network().bandwidth_bytes_per_s * efficiency)
+        assert expected * (1 - 1e-9) < r["communication_seconds"] < expected + 16 * 20e-6
         assert r["compute_seconds"] > 0
 
 

@@ -1,8 +1,14 @@
-"""The cost model: how long an operation takes on a device, by the roofline.
+"""The cost model: how long an operation takes on a device.
 
-Every aten operation is charged ``max(FLOPs / peak FLOP/s for its dtype, bytes /
-memory bandwidth) + launch overhead``, and the term that dominates is its *bound*
-(``"compute"``, ``"memory"`` or ``"launch"``). FLOPs come from PyTorch's own formulas
+On a catalog GPU (:meth:`Peaks.from_spec`) every aten operation is priced by the step-time
+model of :mod:`torchplace.timemodel`: by its kernel class (matrix product, convolution,
+attention, memory-bound), from its *signature* (the shapes that decide its time), plus the
+host's time to issue it; :class:`StepEstimate` queues the kernels behind the host as eager
+PyTorch runs them. docs/time-model.md describes every term and its source. Without a time
+model (the CPU's measured peaks, peaks given by hand) an operation is charged the roofline,
+``max(FLOPs / peak FLOP/s for its dtype, bytes / memory bandwidth) + launch overhead``.
+Either way the term that dominates is its *bound* (``"compute"``, ``"memory"`` or
+``"launch"``). FLOPs come from PyTorch's own formulas
 (``torch.utils.flop_counter.flop_registry``, the rules ``FlopCounterMode`` uses: matmul,
 convolution, attention); every other operation does no counted FLOPs and is bound by
 memory or launch. Bytes are what the operation reads (each input's distinct elements)
@@ -16,7 +22,8 @@ tensors or fake tensors: the simulator calls :func:`op_cost` from a
 prices a whole forward and backward pass built on ``torch.device("meta")``.
 
 A roofline is a lower bound: real kernels rarely reach the peak, so measured times are
-longer than predicted (``benchmarks/validate_cost_model.py`` says by how much).
+longer than predicted (``benchmarks/validate_cost_model.py`` says by how much on this CPU;
+``benchmarks/timing_accuracy.py`` checks the GPU model against published measurements).
 
 Examples:
     >>> import torch
@@ -43,8 +50,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, shape_wrapper
 from torch.utils.module_tracker import ModuleTracker
 
+from torchplace.timemodel import kernels as _kernels
+
 if TYPE_CHECKING:
     from torchplace.catalog import GPUSpec
+    from torchplace.timemodel import DeviceModel
 
 R = TypeVar("R")
 
@@ -169,6 +179,11 @@ class Peaks:
             when they come from a datasheet.
         source: where the figures come from, for people.
         memory_bytes: the memory that tensors can use, or ``None`` where unknown.
+        timing: the GPU's kernel-time model (:class:`torchplace.timemodel.DeviceModel`):
+            set by :meth:`from_spec`, it prices each kernel by its class (matrix product,
+            convolution, attention, memory-bound) and charges the host's time per
+            operation; without it (the CPU's measured peaks, peaks given by hand) every
+            kernel is priced by the roofline alone.
 
     Examples:
         >>> Peaks("toy", flops_per_s={"fp32": 1e12}, bandwidth_bytes_per_s=1e11).measured
@@ -183,6 +198,7 @@ class Peaks:
     measured: bool = False
     source: str = "given"
     memory_bytes: int | None = None
+    timing: DeviceModel | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.flops_per_s) - set(PRECISIONS))
@@ -209,12 +225,13 @@ class Peaks:
             )
 
     @classmethod
-    def from_spec(cls, spec: GPUSpec, *, launch_seconds: float = GPU_LAUNCH_SECONDS) -> Peaks:
-        """The datasheet peaks of a GPU from the catalog.
+    def from_spec(cls, spec: GPUSpec, *, launch_seconds: float | None = None) -> Peaks:
+        """The datasheet peaks of a GPU from the catalog, with its kernel-time model.
 
         Args:
             spec: a catalog row (``torchplace.catalog.lookup("H100")``).
-            launch_seconds: per-kernel overhead; :data:`GPU_LAUNCH_SECONDS` by default.
+            launch_seconds: the GPU-side overhead of a kernel; the time model's
+                (``kernel.overhead_seconds``, torchplace/data/timemodel.toml) by default.
 
         Raises:
             ValueError: the catalog row has no fp32 peak FLOP/s, so no time can be
@@ -226,6 +243,11 @@ class Peaks:
                 f"The catalog has no fp32 peak FLOP/s for {spec.name}, so torchplace cannot "
                 "estimate times on it; pick a GPU whose catalog row has one."
             )
+        from torchplace.timemodel import DeviceModel
+
+        timing = DeviceModel.from_spec(spec)
+        if launch_seconds is None:
+            launch_seconds = timing.kernel_overhead
         memory = spec.torch_total_bytes or spec.memory_bytes
         return cls(
             name=spec.name,
@@ -238,6 +260,7 @@ class Peaks:
             measured=False,
             source=f"catalog ({spec.key}, datasheet)",
             memory_bytes=int(memory) if memory else None,
+            timing=timing,
         )
 
     def flops_for(self, dtype: torch.dtype, *, tf32: bool = False) -> float:
@@ -266,9 +289,15 @@ class OpCost(NamedTuple):
         op: the aten operation, e.g. ``"aten.mm"``.
         flops: floating-point operations (PyTorch's counting rules).
         bytes: bytes read plus bytes written.
-        seconds: ``max(flops / peak, bytes / bandwidth) + launch``; 0 for views.
+        seconds: the kernel's time on the device: the kernel-time model's where the peaks
+            have one (:attr:`Peaks.timing`), else ``max(flops / peak, bytes / bandwidth) +
+            launch``; 0 for views.
         bound: which term dominates; ``"none"`` for operations that run no kernel.
         precision: the precision key whose peak priced the FLOPs (see :data:`PRECISIONS`).
+        host: CPU seconds the host spends issuing it (eager PyTorch's per-operation cost;
+            0 without a kernel-time model).
+        signature: the kernel's signature (:mod:`torchplace.timemodel.kernels`), which
+            re-prices it on another GPU; ``None`` without a kernel-time model.
     """
 
     op: str
@@ -277,6 +306,8 @@ class OpCost(NamedTuple):
     seconds: float
     bound: Bound
     precision: str = "fp32"
+    host: float = 0.0
+    signature: tuple[Any, ...] | None = None
 
 
 def tensors_in(tree: Any) -> list[torch.Tensor]:
@@ -382,6 +413,8 @@ class _OpInfo:
     on_shapes: bool  # the formula takes shapes (flop_counter's shape_wrapper removed)
     write_only: bool  # it overwrites its first argument without reading it
     func: Any  # the overload (_OP_INFO is keyed by its id)
+    kclass: str  # its kernel class (torchplace.timemodel.kernels.kernel_class)
+    plain_memory: bool  # a memory-bound kernel whose signature is its bytes alone
 
     @staticmethod
     def of(func: Any) -> _OpInfo:
@@ -391,7 +424,8 @@ class _OpInfo:
         return _OpInfo(
             str(packet), getattr(func, "is_view", False) or packet in _NO_KERNEL,
             _GEMM_FIRST_MATRIX.get(packet), count.__wrapped__ if on_shapes else count,  # type: ignore[union-attr]
-            on_shapes, packet in _WRITE_ONLY, func,
+            on_shapes, packet in _WRITE_ONLY, func, _kernels.kernel_class(func),
+            _kernels.plain_memory(func),
         )  # fmt: skip
 
 
@@ -527,7 +561,32 @@ def op_cost(
     if outputs is None:
         outputs = tensors_in(out)
     nbytes, dtype = _traffic(info.write_only, inputs, outputs)
+    kclass = info.kclass
+    if kclass == "conv" and dtype == torch.float32:
+        tf32 = _kernels.conv_tf32()  # cuDNN's own flag, True by default
     precision = _PRECISION_OF.get((dtype, tf32)) or precision_of(dtype, tf32=tf32)
+    timing = peaks.timing
+    if timing is not None:
+        # (the common cases inline: the simulator prices every kernel of every step)
+        if kclass == "mem":
+            if info.plain_memory:
+                signature: tuple[Any, ...] = ("mem", nbytes, 1)
+            else:
+                signature = _kernels.memory_signature(func, args, nbytes)
+        elif kclass == "gemm":
+            if func.overloadpacket is _aten._scaled_mm:
+                precision = "fp8"
+            signature = ("gemm", *_kernels.gemm_dims(func, args, out), precision, nbytes)
+        elif kclass == "conv":
+            signature = _kernels.conv_signature(func, args, out, precision, nbytes)
+        else:
+            signature = _kernels.attention_signature(func, args, kwargs, flops, precision, nbytes)
+        found = timing._cache.get(signature)  # timing.seconds(signature), inline
+        seconds, kbound = found if found is not None else timing.seconds(signature)
+        return OpCost(
+            info.name, flops, nbytes, seconds, kbound, precision,  # type: ignore[arg-type]
+            timing.host_seconds, signature,
+        )  # fmt: skip
     compute = flops / peaks.flops_at(precision) if flops else 0.0
     memory = nbytes / peaks.bandwidth_bytes_per_s
     bound: Bound
@@ -585,6 +644,7 @@ class Totals:
         bytes: total bytes moved.
         ops: number of operations that ran a kernel.
         seconds_by_bound: time split by what bounds it.
+        host_seconds: CPU time the host spent issuing them.
     """
 
     seconds: float = 0.0
@@ -592,12 +652,14 @@ class Totals:
     bytes: int = 0
     ops: int = 0
     seconds_by_bound: dict[str, float] = field(default_factory=dict)
+    host_seconds: float = 0.0
 
     def add(self, cost: OpCost) -> None:
         """Add one operation (views add nothing)."""
         if cost.bound == "none":
             return
         self.seconds += cost.seconds
+        self.host_seconds += cost.host
         self.flops += cost.flops
         self.bytes += cost.bytes
         self.ops += 1
@@ -621,6 +683,7 @@ class Totals:
             "ops": self.ops,
             "bound": self.bound,
             "seconds_by_bound": dict(self.seconds_by_bound),
+            "host_seconds": self.host_seconds,
         }
 
 
@@ -631,6 +694,13 @@ TOP_LEVEL = "(outside modules)"
 class StepEstimate:
     """Accumulates :class:`OpCost` into a step's time, by bound, by module and by op.
 
+    The operations run as eager PyTorch runs them: the host issues them one after
+    another (each costs it :attr:`OpCost.host`), and the GPU starts each kernel when it is
+    free and the kernel has been issued. :attr:`seconds` is the time the last issued
+    kernel ends (the run's clock); :attr:`gpu_seconds` the GPU's busy time, :attr:`host_seconds`
+    the host's; :meth:`sync` makes the host wait for the GPU (``.item()``, ``.cpu()``).
+    Where the host takes longer than the GPU, the GPU waits: the run is *host-bound*.
+
     Args:
         peaks: the device the costs were priced on (named in :meth:`to_dict`).
 
@@ -640,6 +710,11 @@ class StepEstimate:
         >>> est.add(OpCost("aten.relu", 0.0, 8_000_000, 1e-3, "memory"), "act")
         >>> round(est.seconds, 6), est.total.bound, est.scopes["act"].bound
         (0.004, 'compute', 'memory')
+        >>> slow_host = StepEstimate()
+        >>> for _ in range(3):  # 1 µs kernels the host takes 10 µs each to issue
+        ...     slow_host.add(OpCost("aten.add", 0.0, 8, 1e-6, "launch", host=1e-5))
+        >>> round(slow_host.seconds * 1e6), round(slow_host.gpu_seconds * 1e6)
+        (31, 3)
     """
 
     def __init__(self, peaks: Peaks | None = None) -> None:
@@ -651,18 +726,48 @@ class StepEstimate:
         # reads the tables once per report, so they are summed when read (in order: the
         # same floating-point sums).
         self._pending: list[tuple[OpCost, str | None]] = []
-        #: total estimated seconds (an attribute: the simulator's clock reads it at every
-        #: allocation and free)
+        #: the run's clock: when the last issued kernel ends on the GPU (an attribute: the
+        #: simulator's clock reads it at every allocation and free)
         self.seconds = 0.0
+        #: when the host has issued the last operation
+        self.host_clock = 0.0
+        #: the GPU's busy time and the host's issuing time so far
+        self.gpu_seconds = 0.0
+        self.host_seconds = 0.0
 
     def add(self, cost: OpCost, scope: str | None = None) -> None:
         """Count one operation, attributed to module ``scope`` (``None``: no module)."""
-        if cost.bound == "none":
+        if cost[4] == "none":  # cost.bound (by index: the simulator adds every kernel)
             return
-        self.seconds += cost.seconds
-        self._pending.append((cost, scope))
-        if len(self._pending) >= 4096:
+        host, seconds = cost[6], cost[3]  # cost.host, cost.seconds
+        issued = self.host_clock + host
+        self.host_clock = issued
+        end = self.seconds
+        self.seconds = (end if end > issued else issued) + seconds
+        self.gpu_seconds += seconds
+        self.host_seconds += host
+        pending = self._pending
+        pending.append((cost, scope))
+        if len(pending) >= 4096:
             self._sum()
+
+    def sync(self, until: float | None = None) -> None:
+        """The host waits until the GPU has finished what it was given (or, with ``until``,
+        the work up to that GPU time)."""
+        target = self.seconds if until is None else min(until, self.seconds)
+        if self.host_clock < target:
+            self.host_clock = target
+
+    @property
+    def repeated_seconds(self) -> float:
+        """Seconds per repetition when this work is issued again and again, back to back
+        (a benchmark's loop): the GPU's busy time or the host's, whichever is longer."""
+        return max(self.gpu_seconds, self.host_seconds)
+
+    def mark(self) -> tuple[float, float, float]:
+        """(clock, GPU busy, host) seconds so far: a step's figures are the differences of
+        two marks."""
+        return (self.seconds, self.gpu_seconds, self.host_seconds)
 
     def _sum(self) -> None:
         total, scopes, ops = self._total, self._scopes, self._ops
@@ -714,6 +819,8 @@ class StepEstimate:
             "device": None if p is None else p.name,
             "measured_peaks": None if p is None else p.measured,
             **self.total.to_dict(),
+            "wall_seconds": self.seconds,
+            "gpu_seconds": self.gpu_seconds,
             "scopes": {k: v.to_dict() for k, v in self.scopes.items()},
             "top_ops": [{"op": k, **v.to_dict()} for k, v in self.top_ops()],
         }

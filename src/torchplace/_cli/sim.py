@@ -121,6 +121,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --find-max: memory to keep free, of what the allocator can reserve "
         "(default 5%%)",
     )
+    parser.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="GPU=USD_PER_HOUR",
+        help="the hourly price of one GPU (repeatable, e.g. --price H100=2.49 --price "
+        "A100=1.29): the report adds the cost of 1,000 steps, and --gpu all sorts by it. "
+        "No prices are built in (they change too often)",
+    )
     parser.add_argument("--list-gpus", action="store_true", help="print the GPU catalog and exit")
     parser.add_argument(
         "-m",
@@ -254,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
     from torchplace._units import parse_size
 
     _check_outputs(args)
+    prices = _prices(args.price)
     specs = _gpus(args.gpu)
     if args.gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {args.gpus}.")
@@ -289,8 +299,51 @@ def run(args: argparse.Namespace) -> int:
         _, report = _simulate(args, specs[0], None, options)
     else:
         report = _plan(args, specs, options)
+    if prices:
+        _add_costs(report, prices)
     _show(args, report)
     return report.exit_code or 0
+
+
+def _prices(texts: list[str]) -> dict[str, float]:
+    """``--price GPU=USD_PER_HOUR``, each GPU by its catalog key."""
+    from torchplace import catalog
+
+    prices: dict[str, float] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        try:
+            usd = float(value) if sep else -1.0
+        except ValueError:
+            usd = -1.0
+        if not sep or not name.strip() or not usd > 0 or usd == float("inf"):
+            raise ValueError(
+                f"--price takes GPU=USD_PER_HOUR with a positive price, e.g. --price H100=2.49; "
+                f"got {text!r}."
+            )
+        prices[catalog.lookup(name.strip()).key] = usd
+    return prices
+
+
+def _add_costs(report: Any, prices: dict[str, float]) -> None:
+    """The cost of 1,000 steps at the given hourly prices, per GPU model of the report (one
+    step on ``n`` GPUs costs ``n`` GPU-hours' worth of its time)."""
+    rows = (report.plan or {}).get("gpus") or [
+        {"key": report.gpu.get("key"), "devices": len(report.devices),
+         "estimated_step_seconds": max((d.estimated_step_seconds or 0.0 for d in report.devices),
+                                       default=0.0) or None}
+    ]  # fmt: skip
+    costs = {}
+    for row in rows:
+        price, step = prices.get(row["key"]), row.get("estimated_step_seconds")
+        if price is not None and step and not row.get("oom"):
+            costs[row["key"]] = step * 1000 / 3600 * price * row.get("devices", 1)
+    unknown = sorted(set(prices) - {row["key"] for row in rows})
+    report.costs = {
+        "usd_per_hour": prices,
+        "usd_per_1000_steps": costs,
+        "not_simulated": unknown,
+    }
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

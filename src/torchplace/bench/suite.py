@@ -330,17 +330,19 @@ def _project(
                         device=key,
                         device_name=peaks.name,
                         projected=True,
-                        seconds=est.seconds,
+                        seconds=est.repeated_seconds,  # timed in a loop, as measured rows
                         iqr_seconds=None,
                         runs=None,
                         flops=est.flops,
                         bytes=est.bytes,
                         metric="flops" if w.compute_bound else "bytes",
-                        peak_fraction=_fraction(w, est.seconds, est, peaks, tf32),
+                        peak_fraction=_fraction(w, est.repeated_seconds, est, peaks, tf32),
                         peak_source="catalog",
-                        bound=est.total.bound,
-                        predicted_seconds=est.seconds,
-                        seconds_with_transfer=None if transfer is None else est.seconds + transfer,
+                        bound="host" if est.host_seconds > est.gpu_seconds else est.total.bound,
+                        predicted_seconds=est.repeated_seconds,
+                        seconds_with_transfer=(
+                            None if transfer is None else est.repeated_seconds + transfer
+                        ),
                     )
                 )
     link = peaks.host_bandwidth_bytes_per_s

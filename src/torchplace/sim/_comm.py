@@ -10,9 +10,10 @@ algorithm bandwidth vs bus bandwidth; nccl-tests doc/PERFORMANCE.md):
 - all-to-all: ``(W-1)/W × size``; broadcast and reduce: ``size``.
 
 over the slowest link the group crosses: NVLink (the catalog's GPU-to-GPU bandwidth per
-direction) within a node, the network between nodes (the catalog's network per GPU),
-plus the kernel launch. Latency terms (a few µs per ring step) are left out: they matter
-only for small messages.
+direction) within a node, the network between nodes (the catalog's network per GPU), at
+the bus bandwidth NCCL reaches on it (:mod:`torchplace.timemodel.comm`), plus the kernel
+launch. Latency terms (a few µs per ring step) are left out: they matter only for small
+messages.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Topology:
 
     def seconds(self, bus: float, world: int, link_bytes_per_s: float, launch: float) -> float:
         """Time to send ``bus`` bytes per rank in a group of ``world`` ranks."""
-        if bus <= 0:
-            return 0.0
+        from torchplace.timemodel import comm, params
+
         bandwidth = self.network_bytes_per_s if self.crosses_nodes(world) else link_bytes_per_s
-        return bus / bandwidth + launch
+        return comm.collective_seconds(bus, bandwidth, params.load(), launch)

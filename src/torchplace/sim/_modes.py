@@ -68,6 +68,7 @@ _GEMMS = {
     _aten.addbmm.default,
 }
 _COPY = _aten.copy_.default
+_CONVOLUTION = _aten.convolution.default
 _TO_COPY = _aten._to_copy.default
 _ITEM = _aten._local_scalar_dense.default
 # torch.nn.functional's own functions (the simulation installs reentrant wrappers in their
@@ -162,6 +163,28 @@ def _not_simulated_layout(t: torch.Tensor, label: int, op: str) -> NotImplemente
         f"cuda:{label} (aten.{op.split('::')[-1]}). Keep sparse tensors on the CPU, or make "
         "them dense (.to_dense()) first."
     )
+
+
+def _channels_last(t: Any) -> bool:
+    return (
+        isinstance(t, torch.Tensor) and t.dim() == 4 and not t.is_contiguous()
+        and t.is_contiguous(memory_format=torch.channels_last)
+    )  # fmt: skip
+
+
+def _cudnn_layout(args: Any, out: Any) -> Any:
+    """A convolution's output in the layout cuDNN gives it: channels-last when the input or
+    the weight is (aten/src/ATen/native/ConvUtils.h, cudnn_conv_suggest_memory_format). The
+    meta function lays it out as the CPU would, contiguous, and the layout decides the
+    kernels that follow (cuDNN's persistent batch norm, the tensor cores' transposes)."""
+    if (
+        isinstance(out, torch.Tensor) and out.dim() == 4 and out.is_meta
+        and not out.is_contiguous(memory_format=torch.channels_last)
+        and (_channels_last(args[0]) or _channels_last(args[1]))
+    ):  # fmt: skip
+        return torch.empty(out.shape, dtype=out.dtype, device=out.device,
+                           memory_format=torch.channels_last)  # fmt: skip
+    return out
 
 
 def invalid_ordinal(index: int, count: int) -> RuntimeError:
@@ -405,9 +428,10 @@ class SimDispatchMode(TorchDispatchMode):
             if self.state.host_backed:
                 return self._placeholders_on_host(func, op, args, kwargs)
             try:
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
             except NotImplementedError:
                 return self._run_on_zeros(func, args, kwargs)
+            return _cudnn_layout(args, out) if func is _CONVOLUTION else out
         if op.kernel is not None:  # a CUDA-only kernel, its values computed on the CPU
             with torch.no_grad():
                 return op.kernel(args, kwargs, device.generator)

@@ -24,6 +24,7 @@ from torchplace.sim._modes import SimDispatchMode, SimFunctionMode
 from torchplace.sim._processes import patched_processes
 from torchplace.sim._state import SimState, is_user_file
 from torchplace.sim.report import SimReport
+from torchplace.timemodel.host import op_host_seconds
 
 __all__ = ["VALUES", "HostMemoryError", "simulate"]
 
@@ -100,6 +101,18 @@ def _propagate_to_threads(modes: list[Any]) -> Any:
 
     threading.Thread._bootstrap_inner = bootstrap  # type: ignore[attr-defined]
     return lambda: setattr(threading.Thread, "_bootstrap_inner", real)
+
+
+def _count_batch(state: SimState, args: Any) -> None:
+    """Samples and tokens an outermost module was called on: the first dimension of its
+    first tensor argument, and that tensor's elements where it holds integer token ids
+    (the report's throughput, in the script's own units)."""
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if first is None or first.dim() == 0:
+        return
+    state.batch_seen[0] += int(first.shape[0])
+    if not first.is_floating_point() and not first.is_complex() and first.dim() == 2:
+        state.batch_seen[1] += int(first.numel())
 
 
 def _error_record(e: BaseException) -> dict[str, Any]:
@@ -209,13 +222,18 @@ def simulate(
         cost = op_cost(func, args, kwargs, out, peaks, tf32=tf32, inputs=inputs, outputs=outputs)
         estimate.add(cost, scope)
         if cost.bound != "none":
-            state.trace.op(label, cost.flops, cost.bytes, cost.precision)
+            state.trace.op(label, cost.flops, cost.bytes, cost.precision, cost.signature, cost.host)
 
     dispatch = SimDispatchMode(state, on_op)
     fmode = SimFunctionMode(state, dispatch)
     names: dict[int, str] = {}
 
     def pre_forward(mod: torch.nn.Module, args: Any) -> None:
+        if not state.scopes:  # an outermost module: count its batch, mark the call
+            _count_batch(state, args)
+            for d in state.devices:
+                if d.estimate is not None:
+                    d.call_marks.append((*d.estimate.mark(), *state.batch_seen))
         if id(mod) not in names:
             root = type(mod).__name__
             for name, sub in mod.named_modules():
@@ -253,7 +271,10 @@ def simulate(
             state.scout.step()
         for d in state.devices:
             d.step_marks.append(d.estimate.seconds if d.estimate else 0.0)
+            if d.estimate is not None:
+                d.time_marks.append((*d.estimate.mark(), *state.batch_seen))
 
+    host_seconds = op_host_seconds(peaks.timing.params) if peaks.timing is not None else 0.0
     report = SimReport(
         gpu={"key": spec.key, "name": spec.name, "torch_name": spec.torch_name},
         torch_version=torch.__version__,
@@ -261,10 +282,14 @@ def simulate(
         assumptions=[
             f"{spec.name}: {spec.bandwidth_bytes_per_s / 1e12:.2f} TB/s, dense peaks "
             + ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in spec.peak_flops.items()),
-            f"every kernel costs max(FLOPs / peak, bytes / bandwidth) + "
-            f"{peaks.launch_seconds * 1e6:.0f} µs launch; host copies at "
+            "each kernel is priced by its class (matrix products and convolutions by tiles "
+            "and waves, attention by its kernel, the rest at the achievable bandwidth) plus "
+            f"{peaks.launch_seconds * 1e6:.0f} µs on the GPU; the host issues each operation "
+            f"in {host_seconds * 1e6:.0f} µs (eager PyTorch; "
+            "docs/time-model.md); host copies at "
             f"{(peaks.host_bandwidth_bytes_per_s or 0) / 1e9:.0f} GB/s per direction",
-            "a step is the work between two optimizer.step() calls",
+            "a step is the work between two optimizer.step() calls (in a script that takes "
+            "none, between two calls of its outermost module)",
             "times the script measures itself with time.time() or perf_counter() are this "
             "CPU's, not the GPU's; torch.cuda.Event.elapsed_time returns the estimate",
         ],

@@ -255,6 +255,10 @@ class SimDevice:
     # (torchplace.sim._bindings_streams.Timeline)
     done: float = 0.0
     done_wall: float = 0.0
+    # (clock, GPU busy, host, samples, tokens) at the start and after every optimizer step
+    # (time_marks), or at every call of an outermost module (call_marks): a step's split
+    time_marks: list[tuple[float, ...]] = field(default_factory=lambda: [(0.0,) * 5])
+    call_marks: list[tuple[float, ...]] = field(default_factory=list)
 
     @property
     def allocated(self) -> int:
@@ -318,6 +322,9 @@ class SimState:
     modules: weakref.WeakSet[torch.nn.Module] = field(default_factory=weakref.WeakSet)
     # pinned host storages; during a simulation the host caching allocator (_bindings_host)
     pinned: Any = field(default_factory=weakref.WeakSet)
+    # what the outermost modules were called on: samples (their first tensor's first
+    # dimension) and tokens (its elements, where it holds integer token ids)
+    batch_seen: list[int] = field(default_factory=lambda: [0, 0])
     physical: list[SimDevice] = field(default_factory=list)  # every simulated GPU
     visible_note: str | None = None
     _frozen: bool = False  # CUDA_VISIBLE_DEVICES was read (at the first CUDA call)
@@ -856,11 +863,12 @@ class SimState:
         site[1] += nbytes
         index = self.current if device is None else device
         if kind != "d2d":
-            self.trace.op(index, 0.0, nbytes, "h2d" if kind == "h2d" else "d2h")
-        estimate = self.devices[index].estimate
-        if self.peaks is not None and estimate is not None and kind != "d2d":
-            seconds = transfer_seconds(nbytes, self.peaks, "h2d" if kind == "h2d" else "d2h")
-            estimate.add(OpCost(f"copy {kind}", 0.0, nbytes, seconds, "memory"), None)
+            host = self._host_seconds()
+            self.trace.op(index, 0.0, nbytes, "h2d" if kind == "h2d" else "d2h", host=host)
+            estimate = self.devices[index].estimate
+            if self.peaks is not None and estimate is not None:
+                seconds = transfer_seconds(nbytes, self.peaks, "h2d" if kind == "h2d" else "d2h")
+                estimate.add(OpCost(f"copy {kind}", 0.0, nbytes, seconds, "memory", host=host))
 
     def collective(self, device: int, kind: str, size: int, world: int) -> None:
         """Price a collective over ``size`` bytes among ``world`` ranks (torchplace.sim._comm)."""
@@ -873,11 +881,20 @@ class SimState:
         )
         launch = self.peaks.launch_seconds if self.peaks is not None else 0.0
         seconds = self.topology.seconds(bus, world, link, launch)
+        host = self._host_seconds()
         self.trace.op(
-            device, 0.0, bus, "network" if self.topology.crosses_nodes(world) else "nvlink"
-        )
+            device, 0.0, bus, "network" if self.topology.crosses_nodes(world) else "nvlink",
+            host=host,
+        )  # fmt: skip
         if dev.estimate is not None and bus > 0:
-            dev.estimate.add(OpCost(f"nccl {kind}", 0.0, int(bus), seconds, "communication"), None)
+            dev.estimate.add(
+                OpCost(f"nccl {kind}", 0.0, int(bus), seconds, "communication", host=host), None
+            )
+
+    def _host_seconds(self) -> float:
+        """The host's seconds per operation under the peaks' time model (0 without one)."""
+        timing = self.peaks.timing if self.peaks is not None else None
+        return 0.0 if timing is None else timing.host_seconds
 
     def record_sync(self, kind: str, *, device: int | None = None) -> None:
         """Count a host wait at the user's line; without ``device`` (the caller says how far
@@ -890,6 +907,12 @@ class SimState:
             for dev in self.devices:
                 if dev.estimate is not None and dev.done < dev.estimate.seconds:
                     dev.done = dev.estimate.seconds
+        if self.devices:  # the host waits for the GPU (the time model's queue)
+            index = self.current if device is None else device
+            dev = self.devices[index]
+            if dev.estimate is not None:
+                dev.estimate.sync(None if device is None else dev.done)
+            self.trace.op(index, 0.0, 0.0, "sync")
 
     def note(self, text: str) -> None:
         self.notes[text] += 1

@@ -19,8 +19,11 @@ from typing import Any
 __all__ = ["CATEGORY_NAMES", "OP_KINDS", "PHASES", "WORKSPACE", "Trace"]
 
 PHASES = ("other", "forward", "backward", "optimizer")
-#: what an operation record's time is priced by: a precision's peak, or a host copy
-OP_KINDS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "h2d", "d2h", "nvlink", "network")
+#: what an operation record's time is priced by: a precision's peak, a host copy, a
+#: collective; "sync" marks the host waiting for the GPU (no work of its own)
+OP_KINDS = (
+    "fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "h2d", "d2h", "nvlink", "network", "sync",
+)  # fmt: skip
 _PHASE_IDS = {name: i for i, name in enumerate(PHASES)}
 _OP_KIND_IDS = {name: i for i, name in enumerate(OP_KINDS)}
 #: the scope the cuBLAS workspace is recorded under (its size depends on the GPU)
@@ -65,9 +68,15 @@ class Trace:
     op_bytes: array = field(default_factory=lambda: array("d"))
     op_kind: array = field(default_factory=lambda: array("b"))  # index into OP_KINDS
     op_seq: array = field(default_factory=lambda: array("q"))
+    # its kernel signature (index into signatures, -1: none) and the host's seconds for it:
+    # what re-prices it on another GPU (torchplace.timemodel)
+    op_signature: array = field(default_factory=lambda: array("i"))
+    op_host: array = field(default_factory=lambda: array("d"))
+    signatures: list[tuple[Any, ...]] = field(default_factory=list)
     truncated_at: int | None = None
     _frame_ids: dict[tuple[str, int, str], int] = field(default_factory=dict)
     _scope_ids: dict[str, int] = field(default_factory=dict)
+    _signature_ids: dict[tuple[Any, ...], int] = field(default_factory=dict)
 
     @property
     def full(self) -> bool:
@@ -144,7 +153,15 @@ class Trace:
         if not self.full:
             self.segments.append((seq, device, kind, address, size, time))
 
-    def op(self, device: int, flops: float, nbytes: float, kind: str) -> None:
+    def op(
+        self,
+        device: int,
+        flops: float,
+        nbytes: float,
+        kind: str,
+        signature: tuple[Any, ...] | None = None,
+        host: float = 0.0,
+    ) -> None:
         """Record a priced operation (after the trace is full, operations are still kept:
         they are small, and the time estimates of other GPUs need all of them)."""
         self.op_device.append(device)
@@ -152,6 +169,12 @@ class Trace:
         self.op_bytes.append(nbytes)
         self.op_kind.append(_OP_KIND_IDS[kind])
         self.op_seq.append(self.seq)
+        index = -1 if signature is None else self._signature_ids.get(signature, -1)
+        if index < 0 and signature is not None:
+            index = self._signature_ids[signature] = len(self.signatures)
+            self.signatures.append(signature)
+        self.op_signature.append(index)
+        self.op_host.append(host)
 
     def step(self, time: float) -> None:
         self.steps.append((self._next(), time))

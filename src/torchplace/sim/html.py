@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchplace._units import format_bytes
-from torchplace.sim.report import seconds_text
+from torchplace.sim.report import seconds_text, time_row, usd_text
 from torchplace.sim.timeline import COLOURS, sections, unit
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def render_html(report: SimReport) -> str:
     secs = sections(report)
     body = [_header(report)]
     if report.plan:
-        body.append(_plan(report.plan))
+        body.append(_plan(report.plan, report.costs))
     data = []
     for n, s in enumerate(secs):
         body.append(_section(n, s, report))
@@ -120,9 +120,12 @@ def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
     return f"<table class='{cls}'><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
-def _plan(plan: dict[str, Any]) -> str:
+def _plan(plan: dict[str, Any], costs: dict[str, Any]) -> str:
     rows = []
-    for g in sorted(plan["gpus"], key=lambda g: g["capacity_bytes"]):
+    per_1000 = costs.get("usd_per_1000_steps", {})
+    order = sorted(plan["gpus"], key=lambda g: (per_1000.get(g["key"], float("inf")),
+                                                g["capacity_bytes"]))  # fmt: skip
+    for g in order:
         oom = g.get("oom")
         verdict = (
             f"<span class='bad'>out of memory at {_e(_where(oom.get('file'), oom.get('line')))}"
@@ -139,6 +142,8 @@ def _plan(plan: dict[str, Any]) -> str:
                 _e(format_bytes(g["headroom_bytes"])) if not oom else "-",
                 verdict,
                 _e(seconds_text(g.get("estimated_step_seconds"))) if not oom else "-",
+                _e((g.get("step") or {}).get("bound", "-")) if not oom else "-",
+                *([_e(usd_text(per_1000.get(g["key"])))] if costs else []),
             ]
         )
     runs = "; ".join(f"ran on {r['gpu']} for {', '.join(r['class'])}" for r in plan["runs"])
@@ -153,6 +158,8 @@ def _plan(plan: dict[str, Any]) -> str:
                 "headroom",
                 "verdict",
                 "step time (est.)",
+                "bound",
+                *(["$ / 1,000 steps"] if costs else []),
             ],
             rows,
             "num",
@@ -384,21 +391,20 @@ def _moves(report: SimReport) -> str:
 
 
 def _time(report: SimReport) -> str:
-    rows = [
-        [f"cuda:{d.index}", _e(seconds_text(d.estimated_step_seconds)), _e(d.steps),
-         _e(seconds_text(d.estimated_total_seconds)), _e(d.bound or "-")]
-        for d in report.devices
-    ]  # fmt: skip
+    header = ["device", "per step", "range", "bound", "GPU busy", "host", "throughput", "steps",
+              "whole run"]  # fmt: skip
+    rows = [[_e(cell) for cell in time_row(d)] for d in report.devices]
     if report.ranks:
         rows = [
             [f"rank {r['rank']} of {w['world']}", _e(seconds_text(r.get("step_seconds"))), "-",
-             "-", _e(f"communication {seconds_text(r.get('communication_seconds'))}")]
+             _e(f"communication {seconds_text(r.get('communication_seconds'))}"), "-", "-",
+             "-", "-", "-"]
             for w in report.ranks
             for r in w["ranks"]
         ]  # fmt: skip
     return (
-        "<section><h2>Estimated time (roofline estimate, not a measurement)</h2>"
-        + _table(["device", "per step", "steps", "whole run", "bound"], rows, "num")
+        "<section><h2>Estimated time (the step-time model, not a measurement)</h2>"
+        + _table(header, rows, "num")
         + "".join(f"<p class='dim'>assumes: {_e(a)}</p>" for a in report.assumptions)
         + "</section>"
     )

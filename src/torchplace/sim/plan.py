@@ -23,8 +23,7 @@ Examples:
 
 from __future__ import annotations
 
-import itertools
-import statistics
+import bisect
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
     from torchplace.catalog import GPUSpec
     from torchplace.sim._state import SimState
 
-__all__ = ["GPUResult", "behaviour", "classes", "price", "replay", "replay_all"]
+__all__ = ["GPUResult", "behaviour", "classes", "price", "price_steps", "replay", "replay_all"]
 
 _MIB = 1024**2
 
@@ -83,6 +82,8 @@ class GPUResult:
     estimated_step_seconds: float | None = None
     estimated_total_seconds: float = 0.0
     per_device: list[dict[str, Any]] = field(default_factory=list)
+    #: the slowest device's step summary (torchplace.timemodel.step.summarize)
+    step: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -153,33 +154,51 @@ def replay(
 def price(trace: Trace, spec: GPUSpec, *, device: int) -> tuple[float, float | None]:
     """The recorded operations of one device priced on ``spec``: (total seconds, median
     seconds per step — the work between two optimizer steps — or None without steps)."""
-    from torchplace.cost import Peaks
+    total, step = price_steps(trace, spec, device=device)
+    return total, step.get("step_seconds")
 
-    peaks = Peaks.from_spec(spec)
-    flops = dict(peaks.flops_per_s)
-    host = peaks.host_bandwidth_bytes_per_s or peaks.bandwidth_bytes_per_s
-    steps = [seq for seq, _ in trace.steps]
-    marks = [0.0]
-    total = 0.0
-    s = 0
+
+def price_steps(
+    trace: Trace,
+    spec: GPUSpec,
+    *,
+    device: int,
+    batches: list[tuple[float, ...]] | None = None,
+) -> tuple[float, dict[str, Any]]:
+    """The recorded operations of one device re-priced on ``spec`` by the step-time model
+    (:mod:`torchplace.timemodel.replay`): (total seconds, the step summary of
+    :func:`torchplace.timemodel.step.summarize`, empty without steps). ``batches`` are the
+    run's ``(samples, tokens)`` seen at each step mark (the throughput)."""
+    from torchplace.timemodel import DeviceModel
+    from torchplace.timemodel.replay import Link, Op, replay
+    from torchplace.timemodel.step import summarize
+
+    model = DeviceModel.from_spec(spec)
+    link = Link(
+        host=float(spec.host_bandwidth_bytes_per_s),
+        gpu=float(spec.gpu_link_bandwidth_bytes_per_s or spec.host_bandwidth_bytes_per_s),
+    )
+    signatures = trace.signatures
+    ops: list[Op] = []
+    indices = []  # the trace's index of each op kept
     for i in range(len(trace.op_seq)):
         if trace.op_device[i] != device:
             continue
-        while s < len(steps) and trace.op_seq[i] >= steps[s]:
-            marks.append(total)
-            s += 1
-        kind = OP_KINDS[trace.op_kind[i]]
-        if kind in ("h2d", "d2h"):  # as torchplace.cost.transfer_seconds prices them
-            total += trace.op_bytes[i] / host + peaks.launch_seconds
-            continue
-        compute = trace.op_flops[i] / flops.get(kind, flops["fp32"])
-        memory = trace.op_bytes[i] / peaks.bandwidth_bytes_per_s
-        total += max(compute, memory) + peaks.launch_seconds
-    while s < len(steps):
-        marks.append(total)
-        s += 1
-    deltas = [b - a for a, b in itertools.pairwise(marks)]
-    return total, statistics.median(deltas) if deltas else None
+        sig = trace.op_signature[i] if i < len(trace.op_signature) else -1
+        ops.append(Op(OP_KINDS[trace.op_kind[i]], signatures[sig] if sig >= 0 else None,
+                      trace.op_host[i] if i < len(trace.op_host) else 0.0,
+                      trace.op_bytes[i], trace.op_flops[i]))  # fmt: skip
+        indices.append(trace.op_seq[i])
+    # a step ends at each optimizer step's sequence number: its index among the ops kept
+    step_at = [bisect.bisect_left(indices, seq) for seq, _ in trace.steps]
+    result = replay(ops, model, link, marks=step_at)
+    est = result.estimate
+    seen = batches or []
+    marks = [
+        (*m, *(seen[i] if i < len(seen) else (0, 0)))
+        for i, m in enumerate(result.marks[: len(step_at) + 1])
+    ]
+    return est.seconds, summarize(marks, [], est.total.seconds_by_bound, model.params)
 
 
 def replay_all(
@@ -196,8 +215,14 @@ def replay_all(
         per_device = []
         for dev in range(len(state.devices)):
             r = replay(trace, spec, device=dev, capacity=capacity, context_bytes=context_bytes)
-            total, step = price(trace, spec, device=dev)
-            r.update(device=dev, estimated_total_seconds=total, estimated_step_seconds=step)
+            seen = [tuple(m[3:5]) for m in state.devices[dev].time_marks]
+            total, step = price_steps(trace, spec, device=dev, batches=seen)
+            r.update(
+                device=dev,
+                estimated_total_seconds=total,
+                estimated_step_seconds=step.get("step_seconds"),
+                step=step,
+            )
             per_device.append(r)
         oom = next((d["oom"] for d in per_device if d["oom"]), None)
         worst = max(per_device, key=lambda d: d["peak_reserved_bytes"])
@@ -219,6 +244,9 @@ def replay_all(
                 estimated_step_seconds=max(steps) if steps else None,
                 estimated_total_seconds=max(d["estimated_total_seconds"] for d in per_device),
                 per_device=per_device,
+                step=max(per_device, key=lambda d: d.get("estimated_step_seconds") or 0.0).get(
+                    "step", {}
+                ),
             )
         )
     return results

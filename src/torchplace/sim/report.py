@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import statistics
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -11,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchplace._units import format_bytes
 from torchplace.sim import _advice
+from torchplace.timemodel.step import summarize
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,6 +41,9 @@ class DeviceReport:
     steps: int = 0
     bound: str | None = None
     estimate: dict[str, Any] = field(default_factory=dict)
+    #: the step's time, range, bound, GPU and host split and throughput
+    #: (:func:`torchplace.timemodel.step.summarize`); empty without two steps
+    step: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,6 +74,9 @@ class SimReport:
     #: "placeholder", "reason": ..., "placeholder_from": {"file", "line"} or None}``
     values_decision: dict[str, Any] | None = None
     assumptions: list[str] = field(default_factory=list)
+    #: ``--price``: the hourly prices given, the cost of 1,000 steps per GPU model
+    #: (``usd_per_1000_steps``) and the priced GPUs that were not simulated
+    costs: dict[str, Any] = field(default_factory=dict)
     #: per device, the memory timeline (:mod:`torchplace.sim.timeline`); filled by
     #: :meth:`add_timelines` (``torchplace sim --html/--png`` do), else empty
     timelines: list[dict[str, Any]] = field(default_factory=list)
@@ -146,7 +151,7 @@ class SimReport:
         for dev in state.devices:
             est = dev.estimate
             assert est is not None  # simulate() gives every device its estimate
-            deltas = [b - a for a, b in itertools.pairwise(dev.step_marks)]
+            step = summarize(dev.time_marks, dev.call_marks, est.total.seconds_by_bound)
             alloc = dev.allocator
             verdict = "fits"
             if state.oom is not None and state.oom["device"] == dev.index:
@@ -164,13 +169,54 @@ class SimReport:
                     verdict=verdict,
                     peak_breakdown=dict(dev.peak_breakdown),
                     peak_activations_by_module=dict(dev.peak_scopes),
-                    estimated_step_seconds=statistics.median(deltas) if deltas else None,
+                    estimated_step_seconds=step.get("step_seconds"),
                     estimated_total_seconds=est.seconds,
-                    steps=len(deltas),
-                    bound=est.total.bound if est.total.seconds else None,
+                    steps=step.get("steps", 0),
+                    bound=step.get("bound") or (est.total.bound if est.total.seconds else None),
                     estimate=est.to_dict(),
+                    step=step,
                 )
             )
+
+
+def time_row(d: DeviceReport) -> list[str]:
+    """The estimated-time cells of one device: per step, its range, the bound, the GPU's
+    and the host's time per step, throughput, steps, the whole run."""
+    step = d.step
+    low_high = step.get("step_range_seconds")
+    rng = f"{seconds_text(low_high[0])}–{seconds_text(low_high[1])}" if low_high else "-"
+    return [
+        f"cuda:{d.index}",
+        seconds_text(d.estimated_step_seconds),
+        rng,
+        d.bound or "-",
+        seconds_text(step.get("gpu_seconds")),
+        seconds_text(step.get("host_seconds")),
+        throughput_text(step),
+        str(d.steps),
+        seconds_text(d.estimated_total_seconds),
+    ]
+
+
+def usd_text(usd: float | None) -> str:
+    """Dollars for people: cents where they matter, two significant digits below a cent."""
+    if usd is None:
+        return "-"
+    return f"${usd:,.2f}" if usd >= 0.01 else f"${usd:.2g}"
+
+
+def throughput_text(step: dict[str, Any]) -> str:
+    """Samples (and tokens) per second of a step summary, or ``-``."""
+
+    def rate(x: float) -> str:
+        return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+    parts = []
+    if step.get("samples_per_second"):
+        parts.append(f"{rate(step['samples_per_second'])} samples/s")
+    if step.get("tokens_per_second"):
+        parts.append(f"{rate(step['tokens_per_second'])} tokens/s")
+    return ", ".join(parts) or "-"
 
 
 def seconds_text(s: float | None) -> str:
@@ -181,25 +227,37 @@ def seconds_text(s: float | None) -> str:
     return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} µs"
 
 
-def render_plan(plan: dict[str, Any], console: Console) -> None:
-    """The table of every GPU a run was replayed on (``torchplace sim --gpu all``)."""
+def render_plan(
+    plan: dict[str, Any], console: Console, costs: dict[str, Any] | None = None
+) -> None:
+    """The table of every GPU a run was replayed on (``torchplace sim --gpu all``); with
+    ``--price``, the cost of 1,000 steps, cheapest first."""
     from rich.table import Table
 
+    per_1000 = (costs or {}).get("usd_per_1000_steps", {})
     table = Table(
         title="Which GPUs it fits on (one run per behaviour class, replayed on each GPU)",
         title_justify="left",
     )
-    for col in ("GPU", "capacity", "peak allocated", "peak reserved", "headroom", "verdict",
-                "step time (est.)"):  # fmt: skip
-        table.add_column(col, justify="left" if col in ("GPU", "verdict") else "right")
-    for g in sorted(plan["gpus"], key=lambda g: g["capacity_bytes"]):
+    cols = ["GPU", "capacity", "peak allocated", "peak reserved", "headroom", "verdict",
+            "step time (est.)", "bound"]  # fmt: skip
+    if costs:
+        cols.append("$ / 1,000 steps")
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("GPU", "verdict", "bound") else "right")
+    if per_1000:
+        order = sorted(plan["gpus"], key=lambda g: (per_1000.get(g["key"], float("inf")),
+                                                    g["capacity_bytes"]))  # fmt: skip
+    else:
+        order = sorted(plan["gpus"], key=lambda g: g["capacity_bytes"])
+    for g in order:
         oom = g.get("oom")
         if oom:
             where = f" at {Path(oom['file']).name}:{oom['line']}" if oom.get("file") else ""
             verdict = f"[bold red]out of memory{where}[/]"
         else:
             verdict = "[green]fits[/]"
-        table.add_row(
+        cells = [
             g["name"] + (f" ×{g['devices']}" if g.get("devices", 1) > 1 else ""),
             format_bytes(g["capacity_bytes"]),
             format_bytes(g["peak_allocated_bytes"]),
@@ -207,8 +265,19 @@ def render_plan(plan: dict[str, Any], console: Console) -> None:
             format_bytes(g["headroom_bytes"]) if not oom else "-",
             verdict,
             seconds_text(g.get("estimated_step_seconds")) if not oom else "-",
-        )
+            (g.get("step") or {}).get("bound", "-") if not oom else "-",
+        ]
+        if costs:
+            cost = per_1000.get(g["key"])
+            cells.append(usd_text(cost))
+        table.add_row(*cells)
     console.print(table)
+    if costs:
+        console.print(
+            "  cost of 1,000 steps at the hourly prices given (--price), all the run's GPUs "
+            "counted; GPUs without a price show -",
+            style="dim",
+        )
     for run in plan.get("runs", []):
         console.print(f"  ran on {run['gpu']} for {', '.join(run['class'])}", style="dim")
     for line in plan.get("assumptions", []):
@@ -265,7 +334,7 @@ def render(report: SimReport, console: Console) -> None:
     from rich.table import Table
 
     if report.plan:
-        render_plan(report.plan, console)
+        render_plan(report.plan, console, report.costs)
     if report.ranks:
         render_ranks(report.ranks, console)
     gpu = report.gpu.get("name", "?")
@@ -329,21 +398,43 @@ def render(report: SimReport, console: Console) -> None:
     for s in report.syncs[:10]:
         _print_advice(console, s.get("lint", []), f"sync at line {s['line']}", s["line"])
 
-    est = Table(title="Estimated time (roofline estimate, not a measurement)", title_justify="left")
-    est.add_column("device")
-    est.add_column("per step", justify="right")
-    est.add_column("steps", justify="right")
-    est.add_column("whole run", justify="right")
-    est.add_column("bound")
+    est = Table(
+        title="Estimated time (the step-time model, not a measurement)", title_justify="left"
+    )
+    for col in ("device", "per step", "range", "bound", "GPU busy", "host", "throughput",
+                "steps", "whole run"):  # fmt: skip
+        est.add_column(col, justify="left" if col in ("device", "bound") else "right")
     for d in report.devices:
-        est.add_row(
-            f"cuda:{d.index}",
-            seconds_text(d.estimated_step_seconds),
-            str(d.steps),
-            seconds_text(d.estimated_total_seconds),
-            d.bound or "-",
-        )
+        est.add_row(*time_row(d))
     console.print(est)
+    cost = report.costs.get("usd_per_1000_steps", {}).get(report.gpu.get("key", ""))
+    if cost is not None and not report.plan:
+        price = report.costs["usd_per_hour"][report.gpu["key"]]
+        console.print(f"  1,000 steps cost {usd_text(cost)} at ${price:g} per GPU-hour (--price)")
+    for key in report.costs.get("not_simulated", []):
+        console.print(f"  --price {key}: that GPU was not simulated (add it to --gpu)",
+                      style="dim")  # fmt: skip
+    kinds = {d.step.get("step_kind") for d in report.devices if d.step}
+    if "call" in kinds:
+        console.print("  a step here is one call of the script's outermost module (it takes "
+                      "no optimizer steps)", style="dim")  # fmt: skip
+    if any(d.bound == "host" for d in report.devices):
+        console.print(
+            "  host-bound: Python issues the kernels more slowly than the GPU runs them, so "
+            "a faster GPU would not shorten the step (larger batches, CUDA graphs or "
+            "torch.compile would)",
+            style="dim",
+        )
+    for d in report.devices[:1]:
+        kernels = [o for o in d.estimate.get("top_ops", [])[:5] if o.get("seconds")]
+        if kernels:
+            console.print(
+                f"  cuda:{d.index} top kernels: "
+                + ", ".join(
+                    f"{o['op']} {seconds_text(o['seconds'])} ({o['bound']})" for o in kernels
+                ),
+                style="dim",
+            )
     for a in report.assumptions:
         console.print(f"  assumes: {a}", style="dim")
 

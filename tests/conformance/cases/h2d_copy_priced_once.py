@@ -3,7 +3,8 @@
 GPU: x.cuda() / x.to("cuda") of a CPU tensor is a single cudaMemcpyAsync over the host
 link; no kernel runs on the device. The simulator prices it with the host link's bandwidth
 (torchplace.cost.transfer_seconds) — so torch.cuda.Event.elapsed_time, which returns the
-simulator's estimate, must show that copy and nothing else, with real values as with
+simulator's estimate, must show that copy and nothing else (with the host's time to issue
+it: the step-time model queues every operation behind the host), with real values as with
 placeholders (the cost model must not care which backing holds the data). With real values
 the copy was also priced as an aten._to_copy kernel launch, so every parameter and batch
 moved to the GPU cost one launch more than with placeholders (a CNN training step: 18 extra
@@ -25,7 +26,10 @@ start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timin
 start.record()
 y = x.cuda()
 end.record()
-expected_ms = transfer_seconds(x.nbytes, Peaks.from_spec(catalog.lookup("H100")), "h2d") * 1e3
+h100 = Peaks.from_spec(catalog.lookup("H100"))
+# the copy over the host link, after the host's time to issue it (the GPU was idle)
+issue = h100.timing.host_seconds if h100.timing is not None else 0.0
+expected_ms = (transfer_seconds(x.nbytes, h100, "h2d") + issue) * 1e3
 assert abs(start.elapsed_time(end) - expected_ms) < 1e-9, (start.elapsed_time(end), expected_ms)
 assert y.is_cuda
 
