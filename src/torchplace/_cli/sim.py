@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -187,52 +188,91 @@ def _died(rc: int) -> str:
 def _run_child(
     config: dict[str, Any], *, quiet_stdout: bool, timeout: float | None, silent: bool = False
 ) -> int:
-    """Run the child in its own process group; stop it (and whatever it started) on SIGTERM,
-    SIGINT or the timeout. The child turns SIGTERM into an error it reports."""
+    """Run the child in its own process group and wait for it. Ctrl-C and SIGTERM reach it
+    through :func:`_forward` (a terminal sends them to the foreground group: this process);
+    past ``timeout`` it gets SIGTERM, which it turns into an error it reports; a child that
+    has not stopped ``_GRACE_SECONDS`` after a SIGTERM is killed."""
+    if _RECEIVED:  # interrupted before this run could start: do not start it
+        config["interrupted"], config["not_started"] = _RECEIVED[0], True
+        return 128 + _RECEIVED[0]
     cmd = [sys.executable, "-m", "torchplace.sim._child", config["config_path"]]
     out: Any = subprocess.DEVNULL if silent else (sys.stderr if quiet_stdout else None)
     child = subprocess.Popen(
         cmd, stdout=out, stderr=subprocess.DEVNULL if silent else None, start_new_session=True
     )
-
-    def stop(signum: int = signal.SIGTERM, *_: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGTERM)
-        try:
-            child.wait(_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-
-    # Only the main thread may set a handler; ranks run in threads (_ranks) stop through
-    # _LIVE when the main thread is interrupted.
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop()) if main else None
-    _LIVE.add(child)
+    stopping: list[float] = []  # when it was sent SIGTERM
+    _LIVE[child] = stopping
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        child.wait(timeout)
-    except subprocess.TimeoutExpired:
-        config["timed_out"] = True
-        stop()
-    except KeyboardInterrupt:
-        stop()
+        while True:
+            try:
+                code = child.wait(0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if deadline is not None and now > deadline and not stopping:
+                config["timed_out"] = True
+                _signal_group(child, stopping, signal.SIGTERM)
+            if stopping and now > stopping[0] + _GRACE_SECONDS:
+                _signal_group(child, stopping, signal.SIGKILL)
     finally:
-        _LIVE.discard(child)
-        if main:
-            signal.signal(signal.SIGTERM, previous)
-        with contextlib.suppress(ProcessLookupError):
+        del _LIVE[child]
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(child.pid, signal.SIGKILL)  # anything the script left running
-    return child.wait()
+    if _RECEIVED:
+        config["interrupted"] = _RECEIVED[0]
+    return code
 
 
-_LIVE: set[subprocess.Popen[bytes]] = set()  # simulated children running now
+# simulated children running now -> when they were sent SIGTERM (empty: not yet)
+_LIVE: dict[subprocess.Popen[bytes], list[float]] = {}
+_RECEIVED: list[int] = []  # SIGINT / SIGTERM received by this command, in order
 
 
 def _stop_all(*_: object, how: int = signal.SIGKILL) -> None:
     """Stop every simulated child now running (``how=SIGTERM`` lets each write its report)."""
-    for child in list(_LIVE):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, how)
+    for child, stopping in list(_LIVE.items()):
+        _signal_group(child, stopping, how)
+
+
+def _signal_group(child: subprocess.Popen[bytes], stopping: list[float], signum: int) -> None:
+    if signum == signal.SIGTERM and not stopping:
+        stopping.append(time.monotonic())
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signum)
+
+
+def _forward(signum: int, frame: object = None) -> None:
+    """SIGINT or SIGTERM to this command: pass it on to every simulated child. The first
+    Ctrl-C reaches the script as Ctrl-C (KeyboardInterrupt, its handlers run); a second
+    one, or SIGTERM, stops it (then SIGKILL after ``_GRACE_SECONDS``)."""
+    _RECEIVED.append(signum)
+    stop = signum == signal.SIGTERM or _RECEIVED.count(signal.SIGINT) > 1
+    for child, stopping in list(_LIVE.items()):
+        _signal_group(child, stopping, signal.SIGTERM if stop else signal.SIGINT)
+
+
+@contextlib.contextmanager
+def _signals() -> Iterator[None]:
+    """Handle SIGINT and SIGTERM with :func:`_forward` while the command runs."""
+    _RECEIVED.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _interrupted_code() -> int | None:
+    """The exit code of a command stopped by a signal: 130 (SIGINT), 143 (SIGTERM)."""
+    if not _RECEIVED:
+        return None
+    return 128 + (signal.SIGTERM if signal.SIGTERM in _RECEIVED else signal.SIGINT)
 
 
 def _gpus(text: str) -> list[Any]:
@@ -279,17 +319,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         target, is_module = _EXAMPLE, True
     options.update(target=target, module=is_module, args=script_args)
-    if args.nproc_per_node:
-        return _ranks(args, specs, options)
-    if args.find_max:
-        return _find_max(args, specs, options)
-
-    if len(specs) == 1:
-        _, report = _simulate(args, specs[0], None, options)
-    else:
-        report = _plan(args, specs, options)
-    _show(args, report)
-    return report.exit_code or 0
+    with _signals():
+        if args.nproc_per_node:
+            return _ranks(args, specs, options)
+        if args.find_max:
+            return _find_max(args, specs, options)
+        if len(specs) == 1:
+            _, report = _simulate(args, specs[0], None, options)
+        else:
+            report = _plan(args, specs, options)
+        _show(args, report)
+        return report.exit_code or 0
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -389,7 +429,6 @@ def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) 
     sweep: list[dict[str, Any]] = []
     first: Any = None
     notes: list[str] = []
-    previous = signal.signal(signal.SIGTERM, _stop_all)
     try:
         for per_node, world, ranks in worlds:
             reports, note = _world(args, specs[0], options, per_node, world, ranks, first is None)
@@ -406,12 +445,11 @@ def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) 
             first = first or reports[ranks[0]]
     finally:
         _stop_all()
-        signal.signal(signal.SIGTERM, previous)
     first.ranks = sweep
     for note in notes:
         first.notes.insert(0, {"text": note, "count": 1})
     _show(args, first)
-    return first.exit_code or 0
+    return _interrupted_code() or first.exit_code or 0
 
 
 def _world(
@@ -627,7 +665,7 @@ def _margin(text: str) -> float:
 
 def _find_max(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) -> int:
     """``--find-max NAME``: the largest {NAME} that fits each GPU (torchplace.sim.search)."""
-    from torchplace.sim.search import FindMaxError, Probe, search
+    from torchplace.sim.search import FindMaxError, Probe, StopSearch, search
 
     token = "{" + args.find_max + "}"
     env_keys = [k for k, v in os.environ.items() if token in v]
@@ -655,6 +693,10 @@ def _find_max(args: argparse.Namespace, specs: list[Any], options: dict[str, Any
                 rows = report.plan["gpus"]
         finally:
             os.environ.update(saved_env)
+        if _RECEIVED:  # this size's run did not finish: it answers nothing
+            raise StopSearch(
+                f"interrupted ({_signal_text(_RECEIVED[0])}) while trying {token} = {size}"
+            )
         error = (
             report.error
             if report.error and report.error.get("type") != "OutOfMemoryError"
@@ -681,13 +723,15 @@ def _find_max(args: argparse.Namespace, specs: list[Any], options: dict[str, Any
         results = search(probe, low=args.min, high=args.max, margin=margin)
     except FindMaxError as e:
         raise ValueError(str(e)) from e
+    stopped = _interrupted_code()
     if args.json:
-        print(
-            json.dumps(
-                {"schema_version": 1, "find_max": {k: r.to_dict() for k, r in results.items()}},
-                indent=2,
-            )
-        )
+        found: dict[str, Any] = {
+            "schema_version": 1,
+            "find_max": {k: r.to_dict() for k, r in results.items()},
+        }
+        if stopped:
+            found["stopped"] = f"interrupted: exit code {stopped}"
+        print(json.dumps(found, indent=2))
     else:
         from rich.console import Console
 
@@ -696,7 +740,12 @@ def _find_max(args: argparse.Namespace, specs: list[Any], options: dict[str, Any
         render_find_max(
             token, results, Console(highlight=False, width=None if sys.stdout.isatty() else 120)
         )
-    return 0
+    if stopped and not results:
+        print(
+            f"torchplace sim: the search was interrupted before any size of {token} was measured",
+            file=sys.stderr,
+        )
+    return stopped or 0
 
 
 def _row(key: str, report: Any) -> dict[str, Any]:
@@ -730,6 +779,8 @@ def _plan(
     runs = [{"gpu": first[0].key, "class": [s.key for s in specs]}]
     kernel_choice = any("attention kernel" in d for d in report.decisions)
     for group in groups if kernel_choice else []:
+        if _RECEIVED:
+            break  # interrupted: the rows of the runs made so far
         if group is first:
             runs[0]["class"] = [s.key for s in group]
             continue
@@ -793,6 +844,10 @@ def _simulate(
                     "file": None,
                     "line": None,
                 }
+                if config.get("interrupted"):
+                    report.error.update(
+                        _not_finished(config["interrupted"], started=not config.get("not_started"))
+                    )
         if config.get("timed_out"):
             report.error = {
                 "type": "Timeout",
@@ -804,6 +859,7 @@ def _simulate(
         if (
             args.values == "auto"
             and values == "real"
+            and not config.get("interrupted")
             and error.get("type") == "HostMemoryError"
             and "hold real values" in error.get("message", "")  # not a host-built tensor
         ):
@@ -819,7 +875,28 @@ def _simulate(
     if fallback_note:
         report.notes.insert(0, {"text": fallback_note, "count": 1})
     report.exit_code = rc if rc >= 0 else 128 - rc
+    if config.get("interrupted"):
+        report.interrupted = signal.Signals(config["interrupted"]).name
+        if rc < 0:  # killed after the grace period
+            report.exit_code = 128 + config["interrupted"]
     return report.exit_code, report
+
+
+def _not_finished(signum: int, *, started: bool) -> dict[str, Any]:
+    """The error of a run that a signal stopped before it could write its report."""
+    what = _signal_text(signum)
+    if not started:
+        message = f"not run: torchplace sim was stopped ({what}) before this run started"
+    else:
+        message = (
+            f"the script was stopped ({what}) and did not exit within {_GRACE_SECONDS:g} s "
+            "of SIGTERM, so it was killed before it could report"
+        )
+    return {"type": "Interrupted" if signum == signal.SIGINT else "Terminated", "message": message}
+
+
+def _signal_text(signum: int) -> str:
+    return "Ctrl-C, SIGINT" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
 def _check_syntax(path: str) -> None:

@@ -98,11 +98,22 @@ def main(argv: list[str]) -> int:
                     runpy.run_path(target, run_name="__main__")
             except SystemExit as e:
                 exit_code = _exit_code(e.code)
+            finally:
+                # the script is over; a second Ctrl-C must not cut its report short (the
+                # parent kills a child that takes too long)
+                for s in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(s, signal.SIG_IGN)
     except Exception as e:
         _print_traceback(e)
         exit_code = 1
-    except KeyboardInterrupt:
-        exit_code = 130
+    except KeyboardInterrupt as e:  # Ctrl-C reached the script, which did not handle it
+        _print_traceback(e)
+        exit_code = 128 + signal.SIGINT
+        if report is not None:
+            report.error = {
+                **_simulate._error_record(e),
+                "message": "interrupted (Ctrl-C): the report covers the run until then",
+            }
     except Terminated as e:
         print(f"torchplace sim: {e}", file=sys.stderr)
         exit_code = 128 + signal.SIGTERM

@@ -65,6 +65,8 @@ class SimReport:
     decisions: list[str] = field(default_factory=list)
     ranks: list[dict[str, Any]] = field(default_factory=list)  # --nproc-per-node runs
     exit_code: int | None = None
+    #: "SIGINT" (Ctrl-C) or "SIGTERM" when ``torchplace sim`` passed one on to the script
+    interrupted: str | None = None
     script: str | None = None
     torch_version: str = ""
     values: str = "real"
@@ -423,7 +425,28 @@ def render_find_max(token: str, results: dict[str, Any], console: Console) -> No
                 verdict,
             )
         console.print(table)
-        if result.largest is None:
+        if result.stopped:
+            console.print(f"  [bold red]{key}: the search stopped, {result.stopped}.[/]")
+            if result.largest is None:
+                console.print(f"  {key}: no size measured fits.")
+            else:
+                above = result.untried_above
+                if above == result.largest + 1:
+                    console.print(
+                        f"  {key}: the largest {token} that fits is {result.largest} "
+                        f"({above} does not)."
+                    )
+                else:
+                    between = (
+                        f"sizes {result.largest + 1} to {above - 1} were not tried"
+                        if above is not None
+                        else "larger sizes were not tried"
+                    )
+                    console.print(
+                        f"  {key}: of the sizes measured, the largest {token} that fits is "
+                        f"{result.largest} — a lower bound, not the answer ({between})."
+                    )
+        elif result.largest is None:
             console.print(f"  {key}: not even {token} = {result.probes[0].size} fits.")
         else:
             more = " (the largest size tried; --max caps the search)" if result.capped else ""
