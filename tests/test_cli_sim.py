@@ -211,3 +211,44 @@ def test_write_files_writes_in_place(tmp_path: Path) -> None:
 
     loaded = torch.load(target, map_location="cpu")  # a real file, written as a GPU run would
     assert set(loaded) == {"weight", "bias"}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())  # however the terminal wrapped it
+
+
+@pytest.mark.parametrize(
+    ("source", "args", "verdict"),
+    [
+        (
+            "import sys, torch\nx = torch.ones(8, device='cuda')\nsys.exit(3)\n",
+            [],
+            "verdict: the script did not finish: exit code 3 at train.py:3",
+        ),
+        (
+            "import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr')\n"
+            "p.parse_args()\n",
+            ["--html", "report.html"],
+            "verdict: the script did not finish: exit code 2 at train.py:4 last output: "
+            "train.py: error: unrecognized arguments: --html report.html hint: torchplace "
+            "options go before the script: torchplace sim --html report.html train.py",
+        ),
+        ("", [], "verdict: nothing to fit: the script put nothing on a simulated GPU"),
+    ],
+    ids=["sys.exit(3)", "argparse error", "empty script"],
+)
+def test_a_run_that_did_not_finish_is_never_called_a_fit(
+    tmp_path: Path, source: str, args: list[str], verdict: str
+) -> None:
+    (tmp_path / "train.py").write_text(source)
+    r = sim("train.py", *args, cwd=tmp_path)
+    out = _one_line(r.stdout)
+    assert verdict in out, r.stdout
+    assert "fits" not in out
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_a_missing_module_is_not_a_fit(tmp_path: Path) -> None:
+    r = sim("--json", "-m", "no_such_module_here", cwd=tmp_path)
+    assert r.returncode != 0
+    assert "fits" not in r.stdout and "no_such_module_here" in r.stdout + r.stderr

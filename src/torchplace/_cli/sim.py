@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -328,8 +329,45 @@ def run(args: argparse.Namespace) -> int:
             _, report = _simulate(args, specs[0], None, options)
         else:
             report = _plan(args, specs, options)
+        _hint_misplaced_options(report, options)
         _show(args, report)
         return report.exit_code or 0
+
+
+def _hint_misplaced_options(report: Any, options: dict[str, Any]) -> None:
+    """A script that stopped with argparse's "unrecognized arguments" naming options of
+    torchplace sim was given them by mistake: they go before the script."""
+    stopped = report.stopped_at or {}
+    last = stopped.get("last_output") or ""
+    marker = "error: unrecognized arguments:"
+    if report.exit_code != 2 or marker not in last:
+        return
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    takes_value = {
+        flag: action.nargs != 0
+        for action in parser._actions  # argparse keeps no public list of its options
+        for flag in action.option_strings
+    }
+    tokens = last.split(marker, 1)[1].split()
+    moved: list[str] = []
+    for i, token in enumerate(tokens):
+        flag = token.split("=", 1)[0]
+        if flag in takes_value and flag not in ("-h", "--help", "-m"):
+            moved.append(token)
+            if takes_value[flag] and "=" not in token and i + 1 < len(tokens):
+                moved.append(tokens[i + 1])
+    if not moved:
+        return
+    rest = list(options["args"])
+    for token in moved:
+        if token in rest:
+            rest.remove(token)
+    target = ["-m", options["target"]] if options["module"] else [options["target"]]
+    if options["target"] == _EXAMPLE:
+        target = []
+    command = shlex.join(["torchplace", "sim", *moved, *target, *rest])
+    stopped["hint"] = f"torchplace options go before the script: {command}"
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

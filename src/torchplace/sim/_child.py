@@ -49,6 +49,35 @@ def _write_atomic(path: str, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+class _Tail:
+    """A stream that passes everything on and keeps the last line written (what a script
+    printed before it exited with an error code: argparse's message, a 'usage:' line)."""
+
+    def __init__(self, stream: Any, keep: list[str]) -> None:
+        self._stream = stream
+        self._keep = keep
+
+    def write(self, text: str) -> int:
+        lines = [line.strip() for line in str(text).splitlines()]
+        lines = [line for line in lines if line]
+        if lines:
+            self._keep[:] = [lines[-1][:500]]
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _stopped_at(e: SystemExit, last: list[str]) -> dict[str, Any]:
+    """Where a script that exited with an error code stopped, and what it said last."""
+    record = _simulate._error_record(e)
+    return {
+        "file": record["file"],
+        "line": record["line"],
+        "last_output": last[0] if last else None,
+    }
+
+
 class Terminated(BaseException):
     """The parent asked the simulated script to stop (SIGTERM, Ctrl-C or --timeout).
 
@@ -69,6 +98,9 @@ def main(argv: list[str]) -> int:
     target: str = config["target"]
     os.environ.update(config.get("env") or {})  # what a launcher such as torchrun sets
     exit_code = 0
+    stopped_at = None
+    last: list[str] = []
+    sys.stdout, sys.stderr = _Tail(sys.stdout, last), _Tail(sys.stderr, last)
     if config.get("plan_gpus"):
         from torchplace import catalog
 
@@ -98,6 +130,8 @@ def main(argv: list[str]) -> int:
                     runpy.run_path(target, run_name="__main__")
             except SystemExit as e:
                 exit_code = _exit_code(e.code)
+                if exit_code:
+                    stopped_at = _stopped_at(e, last)
             finally:
                 # the script is over; a second Ctrl-C must not cut its report short (the
                 # parent kills a child that takes too long)
@@ -132,7 +166,9 @@ def main(argv: list[str]) -> int:
         }
     if report is not None:
         report.exit_code = exit_code
+        report.stopped_at = stopped_at
         report.script = target
+        report.conclude()
         if config.get("timeline"):  # torchplace sim --html / --png
             report.add_timelines()
         if config.get("snapshot") and report.state is not None:  # --snapshot

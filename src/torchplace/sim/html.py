@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchplace._units import format_bytes
 from torchplace.sim.report import seconds_text
+from torchplace.sim.summary import verdict
 from torchplace.sim.timeline import COLOURS, sections, unit
 
 if TYPE_CHECKING:
@@ -83,24 +84,14 @@ def render_html(report: SimReport) -> str:
 
 
 def _header(report: SimReport) -> str:
-    gpu = report.gpu.get("name", "?")
+    gpu = report.gpu.get("torch_name") or report.gpu.get("name", "?")
     n = len(report.devices)
-    if report.oom:
-        o = report.oom
-        verdict = (
-            f"out of memory on cuda:{o['device']} at {_where(o['file'], o['line'])} "
-            f"(asked for {format_bytes(o['requested_bytes'])})"
-        )
-        cls = "bad"
-    elif report.error:
-        e = report.error
-        verdict = f"the script failed at {_where(e.get('file'), e.get('line'))}: {e['type']}"
-        cls = "bad"
-    else:
-        verdict, cls = "fits", "good"
+    v = verdict(report)
+    cls = {True: "good", False: "bad", None: "dim"}[v.ok]
+    details = "".join(f"<p class='dim'>{_e(line)}</p>" for line in v.details)
     return (
         f"<header><h1>{_e(report.script or 'built-in example')} on {n} × simulated {_e(gpu)}"
-        f"</h1><p class='verdict {cls}'>{_e(verdict)}</p><p class='dim'>torchplace sim · "
+        f"</h1><p class='verdict {cls}'>{_e(v.text)}</p>{details}<p class='dim'>torchplace sim · "
         f"values: {_e(report.values)} · torch {_e(report.torch_version)}"
         + (f" · exit code {_e(report.exit_code)}" if report.exit_code is not None else "")
         + " · sizes in GiB = 1024³ bytes (MiB = 1024² bytes)</p>"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchplace._units import format_bytes
 from torchplace.sim import _advice
+from torchplace.sim.summary import device_verdict, verdict
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -67,6 +68,10 @@ class SimReport:
     exit_code: int | None = None
     #: "SIGINT" (Ctrl-C) or "SIGTERM" when ``torchplace sim`` passed one on to the script
     interrupted: str | None = None
+    #: where a script that exited with a non-zero code stopped: ``file``, ``line`` (the
+    #: user's line that raised SystemExit), ``last_output`` (the last line it printed),
+    #: ``hint`` (what to do, when torchplace can tell)
+    stopped_at: dict[str, Any] | None = None
     script: str | None = None
     torch_version: str = ""
     values: str = "real"
@@ -106,6 +111,12 @@ class SimReport:
 
         if self.state is not None:
             self.timelines = [timeline(self.state, d.index) for d in self.state.devices]
+
+    def conclude(self) -> None:
+        """Give each device its verdict from what is known of the run now (the exit code
+        and a signal are known only after the script ends: call again then)."""
+        for d in self.devices:
+            d.verdict = device_verdict(self, d)
 
     def fill(self, state: SimState) -> None:
         """Copy what ``state`` recorded into this report.
@@ -147,10 +158,6 @@ class SimReport:
             assert est is not None  # simulate() gives every device its estimate
             deltas = [b - a for a, b in itertools.pairwise(dev.step_marks)]
             alloc = dev.allocator
-            verdict = "fits"
-            if state.oom is not None and state.oom["device"] == dev.index:
-                where = f" at {state.oom['file']}:{state.oom['line']}" if state.oom["file"] else ""
-                verdict = f"out of memory{where}"
             self.devices.append(
                 DeviceReport(
                     index=dev.index,
@@ -160,7 +167,7 @@ class SimReport:
                     peak_allocated_bytes=dev.peak_allocated,
                     peak_reserved_bytes=alloc.peak_reserved_bytes,
                     headroom_bytes=dev.capacity - dev.context_bytes - alloc.peak_reserved_bytes,
-                    verdict=verdict,
+                    verdict="",  # conclude(), below
                     peak_breakdown=dict(dev.peak_breakdown),
                     peak_activations_by_module=dict(dev.peak_scopes),
                     estimated_step_seconds=statistics.median(deltas) if deltas else None,
@@ -170,6 +177,7 @@ class SimReport:
                     estimate=est.to_dict(),
                 )
             )
+        self.conclude()
 
 
 def seconds_text(s: float | None) -> str:
@@ -259,6 +267,9 @@ def render_ranks(sweep: list[dict[str, Any]], console: Console) -> None:
             )
 
 
+_VERDICT_STYLE = {True: "bold green", False: "bold red", None: "bold yellow"}
+
+
 def render(report: SimReport, console: Console) -> None:
     """Print the report as rich tables (GiB = 1024³ bytes)."""
     from rich.table import Table
@@ -267,13 +278,17 @@ def render(report: SimReport, console: Console) -> None:
         render_plan(report.plan, console)
     if report.ranks:
         render_ranks(report.ranks, console)
-    gpu = report.gpu.get("name", "?")
-    title = f"torchplace sim — {len(report.devices)} × simulated {gpu}"
-    table = Table(title=title, title_justify="left")
+    gpu = report.gpu.get("torch_name") or report.gpu.get("name", "?")
+    console.print(f"torchplace sim — {len(report.devices)} × simulated {gpu}", style="bold")
+    v = verdict(report)
+    console.print(f"verdict: {v.text}", style=_VERDICT_STYLE[v.ok], markup=False)
+    for line in v.details:
+        console.print(f"  {line}", markup=False)
+    table = Table()
     for col in ("device", "capacity", "peak allocated", "peak reserved", "headroom", "verdict"):
         table.add_column(col, justify="left" if col in ("device", "verdict") else "right")
     for d in report.devices:
-        style = "green" if d.verdict == "fits" else "bold red"
+        style = {"fits": "green", "unused": "dim"}.get(d.verdict, "bold red")
         table.add_row(
             f"cuda:{d.index}",
             format_bytes(d.capacity_bytes),

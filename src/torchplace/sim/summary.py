@@ -1,0 +1,131 @@
+"""What a simulated run's report says, written once for every way it is shown.
+
+The terminal tables (:func:`torchplace.sim.report.render`) and the HTML page
+(:mod:`torchplace.sim.html`) show the same sentences and figures; ``--json`` is the
+report's :meth:`~torchplace.sim.report.SimReport.to_dict`, the numbers these are made
+from. Each figure is read from one field of the report and formatted here, so the three
+cannot disagree.
+
+Examples:
+    >>> from torchplace.sim.report import SimReport
+    >>> from torchplace.sim.summary import verdict
+    >>> report = SimReport(exit_code=3, stopped_at={"file": "train.py", "line": 9,
+    ...                                             "last_output": "bad config"})
+    >>> v = verdict(report)
+    >>> v.ok, v.text
+    (False, 'the script did not finish: exit code 3 at train.py:9')
+    >>> v.details
+    ['last output: bad config']
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from torchplace._units import format_bytes
+
+if TYPE_CHECKING:
+    from torchplace.sim.report import DeviceReport, SimReport
+
+__all__ = ["Verdict", "device_verdict", "finished", "place", "verdict"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_STOPPED = ("KeyboardInterrupt", "Interrupted", "Terminated")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The run in one sentence: ``ok`` True (it fits), False (it did not: out of memory,
+    failed, stopped) or None (nothing to judge: it put nothing on a simulated GPU)."""
+
+    text: str
+    ok: bool | None
+    details: list[str] = field(default_factory=list)
+
+
+def place(file: str | None, line: int | None = None) -> str:
+    """``file:line`` as a user finds it: relative to the current folder when inside it,
+    ``torchplace/...`` for the package's own examples (wherever pip put them)."""
+    if not file:
+        return "-"
+    path = file
+    if os.path.isabs(file):
+        cwd = os.getcwd()
+        if file.startswith(_PACKAGE_DIR + os.sep):
+            path = os.path.join("torchplace", os.path.relpath(file, _PACKAGE_DIR))
+        elif file.startswith(cwd + os.sep):
+            path = os.path.relpath(file, cwd)
+    return path if line is None else f"{path}:{line}"
+
+
+def finished(report: SimReport) -> bool:
+    """Whether the script ran to its end: no error, no signal, exit code 0."""
+    return report.error is None and report.interrupted is None and not report.exit_code
+
+
+def _used(report: SimReport) -> bool:
+    moved = sum(t.get("count", 0) for t in report.transfers.values())
+    return moved > 0 or any(d.peak_allocated_bytes for d in report.devices)
+
+
+def device_verdict(report: SimReport, device: DeviceReport) -> str:
+    """One device's verdict: out of memory (there), did not finish, unused, or fits."""
+    oom = report.oom
+    if oom is not None and oom.get("device") == device.index:
+        where = f" at {place(oom.get('file'), oom.get('line'))}" if oom.get("file") else ""
+        return f"out of memory{where}"
+    if not finished(report):
+        return "did not finish"
+    if not device.peak_allocated_bytes:
+        return "unused"
+    return "fits"
+
+
+def verdict(report: SimReport) -> Verdict:
+    """The run's verdict (see :class:`Verdict`); never "fits" for a run that did not end."""
+    e = report.error or {}
+    where = f" at {place(e.get('file'), e.get('line'))}" if e.get("file") else ""
+    code = report.exit_code
+    exit_text = f"; exit code {code}" if code else ""
+    if report.oom is not None:
+        o = report.oom
+        at = f" at {place(o.get('file'), o.get('line'))}" if o.get("file") else ""
+        return Verdict(
+            f"out of memory on cuda:{o['device']}{at} (it asked for "
+            f"{format_bytes(o['requested_bytes'])} more){exit_text}",
+            False,
+        )
+    if report.interrupted or e.get("type") in _STOPPED:
+        what = "Ctrl-C" if report.interrupted in (None, "SIGINT") else report.interrupted
+        if e.get("type") == "Terminated" and not report.interrupted:
+            what = "SIGTERM"
+        details = [e["message"]] if e.get("type") in ("Interrupted", "Terminated") else []
+        return Verdict(
+            f"interrupted ({what}){where}: the figures cover the run until then{exit_text}",
+            False,
+            details,
+        )
+    if e.get("type") == "Timeout":
+        return Verdict(f"{e['message']}{where}: the figures cover the run until then", False)
+    if e:
+        first = (e.get("message") or "").strip().splitlines()
+        return Verdict(
+            f"the script failed{where}: {e['type']}" + (f": {first[0]}" if first else ""),
+            False,
+        )
+    if code:
+        s = report.stopped_at or {}
+        at = f" at {place(s.get('file'), s.get('line'))}" if s.get("file") else ""
+        details = [f"last output: {s['last_output']}"] if s.get("last_output") else []
+        if s.get("hint"):
+            details.append(f"hint: {s['hint']}")
+        return Verdict(f"the script did not finish: exit code {code}{at}", False, details)
+    if not _used(report):
+        return Verdict(
+            "nothing to fit: the script put nothing on a simulated GPU (no tensor on cuda, "
+            "no copy to it)",
+            None,
+        )
+    return Verdict("fits", True)
