@@ -198,8 +198,15 @@ def _run_child(
         return 128 + _RECEIVED[0]
     cmd = [sys.executable, "-m", "torchplace.sim._child", config["config_path"]]
     out: Any = subprocess.DEVNULL if silent else (sys.stderr if quiet_stdout else None)
+    # a simulation of its own, even when this command runs inside one (a simulated script
+    # that calls torchplace sim): not the one torchplace.sim._processes.ENV names
+    env = {k: v for k, v in os.environ.items() if k != "TORCHPLACE_SIM_PROCESSES"}
     child = subprocess.Popen(
-        cmd, stdout=out, stderr=subprocess.DEVNULL if silent else None, start_new_session=True
+        cmd,
+        stdout=out,
+        stderr=subprocess.DEVNULL if silent else None,
+        start_new_session=True,
+        env=env,
     )
     stopping: list[float] = []  # when it was sent SIGTERM
     _LIVE[child] = stopping

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchplace._units import format_bytes
 from torchplace.sim import _advice
-from torchplace.sim.summary import device_verdict, verdict
+from torchplace.sim.summary import device_verdict, process_rows, verdict
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -272,6 +272,7 @@ _VERDICT_STYLE = {True: "bold green", False: "bold red", None: "bold yellow"}
 
 def render(report: SimReport, console: Console) -> None:
     """Print the report as rich tables (GiB = 1024³ bytes)."""
+    from rich.markup import escape
     from rich.table import Table
 
     if report.plan:
@@ -359,23 +360,10 @@ def render(report: SimReport, console: Console) -> None:
     if report.processes:
         procs = Table(title="Processes the script started (each simulated on its own)",
                       title_justify="left")  # fmt: skip
-        for col in ("process", "start", "exit", "peak allocated per GPU", "error"):
+        for col in ("process", "start", "exit", "peak allocated per GPU", "verdict"):
             procs.add_column(col)
-        for p in report.processes:
-            sub = p.get("report") or {}
-            peaks = ", ".join(
-                f"cuda:{d['index']} {format_bytes(d['peak_allocated_bytes'])}"
-                for d in sub.get("devices", [])
-                if d["peak_allocated_bytes"]
-            )
-            err = sub.get("error") or {}
-            procs.add_row(
-                f"{p.get('name')} (pid {p.get('pid')})",
-                p.get("start_method", "?"),
-                str(p.get("exit_code")),
-                peaks or "-",
-                f"{err['type']}: {err['message']}" if err else "",
-            )
+        for row in process_rows(report):
+            procs.add_row(*(escape(cell) for cell in row))
         console.print(procs)
     if report.files:
         console.print("Files the script saved from simulated tensors (not written in place):")

@@ -21,15 +21,24 @@ Examples:
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torchplace._units import format_bytes
 
 if TYPE_CHECKING:
     from torchplace.sim.report import DeviceReport, SimReport
 
-__all__ = ["Verdict", "device_verdict", "finished", "place", "verdict"]
+__all__ = [
+    "Verdict",
+    "device_verdict",
+    "finished",
+    "place",
+    "process_label",
+    "process_rows",
+    "verdict",
+]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STOPPED = ("KeyboardInterrupt", "Interrupted", "Terminated")
@@ -84,7 +93,35 @@ def device_verdict(report: SimReport, device: DeviceReport) -> str:
 
 
 def verdict(report: SimReport) -> Verdict:
-    """The run's verdict (see :class:`Verdict`); never "fits" for a run that did not end."""
+    """The run's verdict (see :class:`Verdict`); never "fits" for a run that did not end.
+    A run whose GPU work was done by Python processes it started is judged by theirs."""
+    own = _own_verdict(report)
+    if own.ok is False:
+        return own
+    children = [(p, verdict(child)) for p, child in _children(report)]
+    bad = [(p, v) for p, v in children if v.ok is False]
+    if bad:
+        p, v = bad[0]
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        return Verdict(f"in {process_label(p)}{more}: {v.text}", False, v.details)
+    worked = [p for p, v in children if v.ok]
+    if own.ok is None and worked:
+        n = len(worked)
+        return Verdict(
+            f"fits: the GPU work ran in {n} process{'es' if n > 1 else ''} the script "
+            "started, each simulated (see the processes below)",
+            True,
+        )
+    return own
+
+
+def _children(report: SimReport) -> list[tuple[dict[str, Any], SimReport]]:
+    from torchplace.sim.report import SimReport
+
+    return [(p, SimReport.from_dict(p["report"])) for p in report.processes if p.get("report")]
+
+
+def _own_verdict(report: SimReport) -> Verdict:
     e = report.error or {}
     where = f" at {place(e.get('file'), e.get('line'))}" if e.get("file") else ""
     code = report.exit_code
@@ -129,3 +166,50 @@ def verdict(report: SimReport) -> Verdict:
             None,
         )
     return Verdict("fits", True)
+
+
+def process_label(section: dict[str, Any]) -> str:
+    """A child process as a person recognises it: its command line (``python train.py
+    --epochs 1``), or multiprocessing's name for a spawned one, and its pid."""
+    argv = section.get("argv")
+    if section.get("start_method") == "spawn" or not argv:
+        name = str(section.get("name") or "process")
+    elif isinstance(argv, str):
+        name = argv
+    else:
+        name = shlex.join([os.path.basename(str(argv[0])), *map(str, argv[1:])])
+    if len(name) > 60:
+        name = name[:57] + "..."
+    return f"{name} (pid {section.get('pid')})"
+
+
+def process_rows(report: SimReport) -> list[list[str]]:
+    """One row per process the script started: process, how, exit code, peak allocated
+    per simulated GPU, verdict (as :func:`verdict` says it of that process's own run)."""
+    from torchplace.sim.report import SimReport
+
+    rows = []
+    for p in report.processes:
+        sub = p.get("report")
+        if sub is None:
+            status = p.get("reason") or "no report: it died, or was killed"
+            peaks = "-"
+        else:
+            child = SimReport.from_dict(sub)
+            status = verdict(child).text
+            peaks = ", ".join(
+                f"cuda:{d.index} {format_bytes(d.peak_allocated_bytes)}"
+                for d in child.devices
+                if d.peak_allocated_bytes
+            )
+        code = p.get("exit_code")
+        rows.append(
+            [
+                process_label(p),
+                str(p.get("start_method", "?")),
+                "-" if code is None else str(code),
+                peaks or "-",
+                status,
+            ]
+        )
+    return rows
