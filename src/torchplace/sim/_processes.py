@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from torchplace.sim._state import SimState
 
@@ -327,7 +327,7 @@ def join_simulation(config: str) -> None:
     failure: list[BaseException] = []
     real_exit, real_excepthook = sys.exit, sys.excepthook
 
-    def exit(code: Any = None) -> None:
+    def exit(code: Any = None) -> NoReturn:
         section["exit_code"] = 0 if code is None else code if isinstance(code, int) else 1
         real_exit(code)
 
@@ -341,7 +341,6 @@ def join_simulation(config: str) -> None:
         running.__exit__(None, None, None)
         if failure:
             report.error = _simulate._error_record(failure[0])
-            report.conclude()
         report.exit_code = section["exit_code"]
         report.conclude()
         section["report"] = report.to_dict()
