@@ -197,20 +197,59 @@ def test_auto_values_fall_back_to_placeholders_when_host_memory_is_short(tmp_pat
     )
 
 
-def test_write_files_writes_in_place(tmp_path: Path) -> None:
-    script = tmp_path / "save.py"
-    target = tmp_path / "ckpt.pt"
-    script.write_text(
-        f"import torch\ntorch.save(torch.nn.Linear(2, 2).cuda().state_dict(), {str(target)!r})\n"
+def test_saved_files_go_where_the_script_says_and_never_replace_a_users_file(
+    tmp_path: Path,
+) -> None:
+    """docs/sim.md, "Files the script saves": train, then sample, each under sim."""
+    (tmp_path / "train.py").write_text(
+        "import sys, torch\n"
+        "model = torch.nn.Linear(2, 2).cuda()\n"
+        "for epoch in range(2):\n"
+        "    for path in sys.argv[1:]:\n"
+        "        torch.save({'model': model.state_dict(), 'epoch': epoch}, path)\n"
     )
-    redirected = json.loads(sim("--json", str(script)).stdout)
-    assert not target.exists() and redirected["files"][0]["path"] == str(target)
-    r = sim("--json", "--write-files", str(script))
-    assert r.returncode == 0 and target.exists() and json.loads(r.stdout)["files"] == []
+    (tmp_path / "sample.py").write_text(
+        "import torch\n"
+        "state = torch.load('ckpt.pt')\n"
+        "assert state['epoch'] == 1 and state['model']['weight'].is_cuda\n"
+        "print('sampled from epoch', state['epoch'])\n"
+    )
+    first = sim("--json", "train.py", "ckpt.pt", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    ckpt = tmp_path / "ckpt.pt"
+    assert [(f["path"], f["written_to"]) for f in json.loads(first.stdout)["files"]] == [
+        (str(ckpt), str(ckpt))
+    ]
     import torch
 
-    loaded = torch.load(target, map_location="cpu")  # a real file, written as a GPU run would
-    assert set(loaded) == {"weight", "bias"}
+    saved = torch.load(ckpt, map_location="cpu")  # a real file, as a GPU run writes it
+    assert saved["epoch"] == 1 and set(saved["model"]) == {"weight", "bias"}
+    sampled = sim("sample.py", cwd=tmp_path)
+    assert sampled.returncode == 0 and "sampled from epoch 1" in sampled.stdout, sampled.stderr
+
+    before = ckpt.read_bytes()  # now the user's file: this next run did not make it
+    again = sim("train.py", "ckpt.pt", "new.pt", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert ckpt.read_bytes() == before and (tmp_path / "new.pt").exists()
+    text = " ".join(again.stdout.split())
+    assert "ckpt.pt → " in text and "a simulation never replaces it" in text
+    assert "new.pt: written where the script said" in text
+
+
+def test_placeholder_files_stay_out_of_the_users_folders_unless_asked(tmp_path: Path) -> None:
+    import torch
+
+    from torchplace.sim import simulate
+
+    path = tmp_path / "ckpt.pt"
+    with simulate("H100", values="placeholder") as report:
+        torch.save(torch.nn.Linear(2, 2).cuda().state_dict(), path)
+        assert set(torch.load(path)) == {"weight", "bias"}  # the run reads its copy back
+    assert not path.exists() and report.files[0]["written_to"] != str(path)
+    path.write_bytes(b"the user's checkpoint")
+    with simulate("H100", write_files=True):  # --write-files: in place, whatever is there
+        torch.save(torch.nn.Linear(2, 2).cuda().state_dict(), path)
+    assert set(torch.load(path, map_location="cpu")) == {"weight", "bias"}
 
 
 def _one_line(text: str) -> str:

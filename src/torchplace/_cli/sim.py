@@ -77,9 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--write-files",
         action="store_true",
-        help="let torch.save of simulated tensors write where the script says (by default "
-        "such files go to a scratch folder the report names: a simulation never replaces a "
-        "real checkpoint)",
+        help="let every torch.save of simulated tensors write where the script says; by "
+        "default a file that would replace one the run did not create, or that holds "
+        "placeholder values, goes to a scratch folder the report names (docs/sim.md)",
     )
     parser.add_argument(
         "--timeout",

@@ -110,10 +110,10 @@ def simulate(
         host_memory_limit: with real values, the most host memory the simulated GPUs'
             tensors may take (bytes or text); default: half the memory available now.
             Going past it raises :class:`HostMemoryError`.
-        write_files: let ``torch.save`` of simulated tensors write where the script says;
-            by default such files go to a scratch folder the report names, so a simulated
-            run never replaces a real checkpoint (``torch.load`` of the same path in the
-            run reads them back).
+        write_files: let every ``torch.save`` of simulated tensors write where the script
+            says. By default a file goes there only when it holds real values and replaces
+            no file the run did not create; otherwise it goes to a scratch folder the
+            report names (docs/sim.md, "Files the script saves").
 
     Yields:
         The :class:`SimReport`, filled in when the block exits (also when it raises).

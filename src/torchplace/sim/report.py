@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchplace._units import format_bytes
 from torchplace.sim import _advice
-from torchplace.sim.summary import device_verdict, process_rows, verdict
+from torchplace.sim.summary import device_verdict, file_lines, process_rows, verdict
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -366,12 +366,12 @@ def render(report: SimReport, console: Console) -> None:
             procs.add_row(*(escape(cell) for cell in row))
         console.print(procs)
     if report.files:
-        console.print("Files the script saved from simulated tensors (not written in place):")
-        for f in report.files:
-            console.print(f"  • {f['path']} → {f['written_to']} ({f['values']})")
+        console.print("Files the script saved from simulated tensors:")
+        for line in file_lines(report):
+            console.print(f"  • {line}", markup=False)
         console.print(
-            "  (torch.load of these paths in the same run read them back; --write-files "
-            "writes them in place)",
+            "  (the rule: docs/sim.md, 'Files the script saves'; torch.load of a redirected "
+            "path in the same run reads the copy; --write-files writes every file in place)",
             style="dim",
         )
     if report.notes:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Verdict",
     "device_verdict",
+    "file_lines",
     "finished",
     "place",
     "process_label",
@@ -213,3 +214,17 @@ def process_rows(report: SimReport) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def file_lines(report: SimReport) -> list[str]:
+    """One line per file the script saved from simulated tensors: where it went, and why
+    when that is not where the script said."""
+    lines = []
+    for f in report.files:
+        path = place(f["path"])
+        if f["written_to"] == f["path"]:
+            lines.append(f"{path}: written where the script said ({f.get('why', 'in place')})")
+        else:
+            why = f.get("why") or "a simulation never replaces a real file"
+            lines.append(f"{path} → {f['written_to']}: {why}")
+    return lines
