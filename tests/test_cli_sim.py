@@ -291,3 +291,27 @@ def test_a_missing_module_is_not_a_fit(tmp_path: Path) -> None:
     r = sim("--json", "-m", "no_such_module_here", cwd=tmp_path)
     assert r.returncode != 0
     assert "fits" not in r.stdout and "no_such_module_here" in r.stdout + r.stderr
+
+
+def test_ranks_of_a_script_that_is_not_distributed_say_so(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import torch\nx = torch.ones(1024, 1024, device='cuda')\n"  # 4 MiB on cuda:0
+    )
+    r = sim("--nproc-per-node", "2", "train.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = _one_line(r.stdout)
+    assert "verdict: not distributed: the script never calls torch.distributed." in text
+    assert "put its tensors on cuda:0" in text
+    rows = [line for line in r.stdout.splitlines() if line.startswith("│ 1 ")]
+    assert rows and "4.0 MiB" in rows[0] and "fits" not in rows[0]  # not a 0 B "fits"
+
+
+def test_a_torchrun_script_run_on_gpus_is_told_about_nproc_per_node(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import torch.distributed as dist\ndist.init_process_group('nccl')\n"
+    )
+    r = sim("--gpus", "2", "train.py", "--lr", "3", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "environment variable RANK expected" in _one_line(r.stdout)
+    assert "hint: this script expects torchrun to start it" in _one_line(r.stdout)
+    assert "torchplace sim --nproc-per-node 2 train.py --lr 3" in _one_line(r.stdout)

@@ -337,6 +337,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             report = _plan(args, specs, options)
         _hint_misplaced_options(report, options)
+        _hint_torchrun(report, args, options)
         _show(args, report)
         return report.exit_code or 0
 
@@ -375,6 +376,25 @@ def _hint_misplaced_options(report: Any, options: dict[str, Any]) -> None:
         target = []
     command = shlex.join(["torchplace", "sim", *moved, *target, *rest])
     stopped["hint"] = f"torchplace options go before the script: {command}"
+
+
+def _hint_torchrun(report: Any, args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """A script that torchrun starts reads its rank from the environment; run on its own it
+    fails in init_process_group ("environment variable RANK expected"): say how to
+    simulate its ranks."""
+    error = report.error or {}
+    message = error.get("message") or ""
+    if not any(f"variable {v} expected" in message for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR")):
+        return
+    n = args.gpus if args.gpus > 1 else 8
+    target = ["-m", options["target"]] if options["module"] else [options["target"]]
+    command = shlex.join(
+        ["torchplace", "sim", "--nproc-per-node", str(n), *target, *options["args"]]
+    )
+    error["hint"] = (
+        "this script expects torchrun to start it (it reads RANK and WORLD_SIZE from the "
+        f"environment); simulate its ranks as torchrun would: {command}"
+    )
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -670,8 +690,12 @@ def _free_port() -> int:
 
 
 def _rank_row(rank: int, local: int, report: Any) -> dict[str, Any]:
-    """What one simulated rank used: its GPU (cuda:LOCAL_RANK), time split, error."""
-    d = report.devices[local] if local < len(report.devices) else None
+    """What one simulated rank used: its GPU (cuda:LOCAL_RANK), time split, error. A rank
+    of a script that never starts a process group shows the GPU it used (cuda:0)."""
+    used = local
+    if report.distributed is False and report.devices:
+        used = max(report.devices, key=lambda d: d.peak_allocated_bytes).index
+    d = report.devices[used] if used < len(report.devices) else None
     by_bound = (d.estimate.get("seconds_by_bound", {}) if d else {}) or {}
     steps = max(d.steps, 1) if d else 1
     comm = by_bound.get("communication", 0.0) / steps
@@ -679,6 +703,7 @@ def _rank_row(rank: int, local: int, report: Any) -> dict[str, Any]:
     row = {
         "rank": rank,
         "local_rank": local,
+        "device": used,
         "context_bytes": d.context_bytes if d else 0,
         "peak_allocated_bytes": d.peak_allocated_bytes if d else 0,
         "peak_reserved_bytes": d.peak_reserved_bytes if d else 0,
@@ -689,9 +714,10 @@ def _rank_row(rank: int, local: int, report: Any) -> dict[str, Any]:
         "communication_seconds": comm,
         "compute_seconds": (total - comm) if total is not None else None,
         "error": report.error,
+        "distributed": report.distributed,
     }
-    if local < len(report.timelines):  # --html / --png
-        row["timeline"] = report.timelines[local]
+    if used < len(report.timelines):  # --html / --png
+        row["timeline"] = report.timelines[used]
     return row
 
 

@@ -8,6 +8,7 @@ including a torch build that aborts the process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import runpy
@@ -15,6 +16,7 @@ import signal
 import sys
 import tempfile
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,32 @@ def _stopped_at(e: SystemExit, last: list[str]) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def _watch_process_group(report: Any) -> Iterator[None]:
+    """Record in ``report.distributed`` whether the script starts a process group (a
+    script that does not, run as N ranks, is N copies of a one-GPU job)."""
+    report.distributed = False
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        yield
+        return
+    if not dist.is_available():
+        yield
+        return
+    init = dist.init_process_group
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        report.distributed = True
+        return init(*args, **kwargs)
+
+    dist.init_process_group = watched
+    try:
+        yield
+    finally:
+        dist.init_process_group = init
+
+
 class Terminated(BaseException):
     """The parent asked the simulated script to stop (SIGTERM, Ctrl-C or --timeout).
 
@@ -109,17 +137,20 @@ def main(argv: list[str]) -> int:
         config["gpu"] = catalog.lookup(config["gpu"]).key
     report = None
     try:
-        with _simulate.simulate(
-            config["gpu"],
-            gpus=config["gpus"],
-            memory=config["memory"],
-            context_bytes=config["context_bytes"],
-            values=config.get("values", "real"),
-            host_memory_limit=config.get("host_memory_limit"),
-            write_files=config.get("write_files", False),
-            nodes=config.get("nodes", 1),
-            network=config.get("network"),
-        ) as report:
+        with (
+            _simulate.simulate(
+                config["gpu"],
+                gpus=config["gpus"],
+                memory=config["memory"],
+                context_bytes=config["context_bytes"],
+                values=config.get("values", "real"),
+                host_memory_limit=config.get("host_memory_limit"),
+                write_files=config.get("write_files", False),
+                nodes=config.get("nodes", 1),
+                network=config.get("network"),
+            ) as report,
+            _watch_process_group(report),
+        ):
             try:
                 if config["module"]:
                     sys.argv = [target, *config["args"]]

@@ -72,6 +72,9 @@ class SimReport:
     #: user's line that raised SystemExit), ``last_output`` (the last line it printed),
     #: ``hint`` (what to do, when torchplace can tell)
     stopped_at: dict[str, Any] | None = None
+    #: whether the script called torch.distributed.init_process_group (None: not watched;
+    #: torchplace sim watches)
+    distributed: bool | None = None
     script: str | None = None
     torch_version: str = ""
     values: str = "real"
@@ -241,6 +244,8 @@ def render_ranks(sweep: list[dict[str, Any]], console: Console) -> None:
         for r in world["ranks"]:
             err = r.get("error")
             verdict = f"{err['type']}" if err else r["verdict"]
+            if r.get("distributed") is False:
+                verdict = f"not distributed (cuda:{r.get('device', 0)})"
             style = "green" if verdict == "fits" else "bold red"
             table.add_row(
                 f"{r['rank']}",

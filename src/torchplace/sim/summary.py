@@ -99,6 +99,16 @@ def verdict(report: SimReport) -> Verdict:
     own = _own_verdict(report)
     if own.ok is False:
         return own
+    alone = [r for w in report.ranks for r in w["ranks"] if r.get("distributed") is False]
+    if alone:
+        devices = sorted({f"cuda:{r.get('device', 0)}" for r in alone})
+        return Verdict(
+            "not distributed: the script never calls torch.distributed.init_process_group, "
+            "so each rank runs the whole job on its own (each rank simulated put its "
+            f"tensors on {' and '.join(devices)}); make it a DDP/FSDP script, or simulate "
+            "it once without --nproc-per-node",
+            False,
+        )
     children = [(p, verdict(child)) for p, child in _children(report)]
     bad = [(p, v) for p, v in children if v.ok is False]
     if bad:
@@ -152,6 +162,7 @@ def _own_verdict(report: SimReport) -> Verdict:
         return Verdict(
             f"the script failed{where}: {e['type']}" + (f": {first[0]}" if first else ""),
             False,
+            [f"hint: {e['hint']}"] if e.get("hint") else [],
         )
     if code:
         s = report.stopped_at or {}

@@ -232,7 +232,8 @@ def sections(report: SimReport) -> list[dict[str, Any]]:
                 out.append(
                     {
                         "title": f"rank {r['rank']} of {world['world']} "
-                        f"(cuda:{r['local_rank']}, {report.gpu.get('name', '?')})",
+                        f"(cuda:{r.get('device', r['local_rank'])}, "
+                        f"{report.gpu.get('torch_name') or report.gpu.get('name', '?')})",
                         "capacity_bytes": r["capacity_bytes"],
                         "limit_bytes": r["capacity_bytes"] - r.get("context_bytes", 0),
                         "peak_allocated_bytes": r["peak_allocated_bytes"],
