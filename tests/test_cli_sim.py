@@ -302,7 +302,7 @@ def test_ranks_of_a_script_that_is_not_distributed_say_so(tmp_path: Path) -> Non
     text = _one_line(r.stdout)
     assert "verdict: not distributed: the script never calls torch.distributed." in text
     assert "put its tensors on cuda:0" in text
-    rows = [line for line in r.stdout.splitlines() if line.startswith("│ 1 ")]
+    rows = [line for line in r.stdout.splitlines() if line.split()[:1] == ["1"]]
     assert rows and "4.0 MiB" in rows[0] and "fits" not in rows[0]  # not a 0 B "fits"
 
 

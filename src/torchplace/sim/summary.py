@@ -239,3 +239,253 @@ def file_lines(report: SimReport) -> list[str]:
             why = f.get("why") or "a simulation never replaces a real file"
             lines.append(f"{path} → {f['written_to']}: {why}")
     return lines
+
+
+# --- the tables: each built once, drawn by the terminal (report.render) and the page (html)
+
+
+@dataclass
+class Table:
+    """A table as both outputs show it: every cell already formatted text.
+
+    ``right`` names the columns aligned right (numbers); a column named ``verdict`` is
+    coloured by :func:`verdict_class`; ``notes`` are the lines printed under the table.
+    """
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    right: frozenset[str] = frozenset()
+    notes: list[str] = field(default_factory=list)
+
+
+def verdict_class(text: str) -> str:
+    """ "good", "dim" or "bad": how a verdict cell is coloured."""
+    if text == "fits" or text.startswith("fits"):
+        return "good"
+    if text in ("unused", "-", ""):
+        return "dim"
+    return "bad"
+
+
+_CATEGORIES = ("parameters", "unsharded_parameters", "gradients", "optimizer_state",
+               "activations", "communication", "other")  # fmt: skip
+_NUMBERS = frozenset({"capacity", "peak allocated", "peak reserved", "headroom", "total",
+                      "count", "bytes", "per step", "steps", "whole run", "step time (est.)",
+                      "peak alloc.", "peak res.", "step (est.)", "comm."})  # fmt: skip
+
+
+def seconds_text(s: float | None) -> str:
+    """Seconds as a person reads them: 1.23 s, 4.56 ms, 7.8 µs; "-" for unknown."""
+    if s is None:
+        return "-"
+    if s >= 1:
+        return f"{s:.2f} s"
+    return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} µs"
+
+
+def device_table(report: SimReport) -> Table:
+    """Each simulated GPU: capacity, peaks, headroom, verdict."""
+    table = Table(
+        "Memory per GPU",
+        ["device", "capacity", "peak allocated", "peak reserved", "headroom", "verdict"],
+        right=_NUMBERS,
+    )
+    for d in report.devices:
+        table.rows.append(
+            [
+                f"cuda:{d.index}",
+                format_bytes(d.capacity_bytes),
+                format_bytes(d.peak_allocated_bytes),
+                format_bytes(d.peak_reserved_bytes),
+                format_bytes(d.headroom_bytes),
+                d.verdict,
+            ]
+        )
+    context = format_bytes(report.devices[0].context_bytes) if report.devices else "-"
+    table.notes.append(
+        "reserved = the caching allocator's segments; headroom = capacity − CUDA context "
+        f"({context}) − peak reserved; GiB = 1024³ bytes"
+    )
+    return table
+
+
+def categories(breakdowns: list[dict[str, int]]) -> list[str]:
+    """The memory categories any of these breakdowns holds bytes in, in a fixed order."""
+    used = [c for c in _CATEGORIES if any(b.get(c) for b in breakdowns)]
+    return used or ["activations"]
+
+
+def live_table(report: SimReport) -> Table:
+    """What was live at each GPU's peak, by category; the categories add up to the peak."""
+    cats = categories([d.peak_breakdown for d in report.devices])
+    table = Table(
+        "Live at the peak",
+        ["device", *(c.replace("_", " ") for c in cats), "total"],
+        right=frozenset({*(c.replace("_", " ") for c in cats), "total"}),
+    )
+    for d in report.devices:
+        table.rows.append(
+            [
+                f"cuda:{d.index}",
+                *(format_bytes(d.peak_breakdown.get(c, 0)) for c in cats),
+                format_bytes(sum(d.peak_breakdown.values())),
+            ]
+        )
+    return table
+
+
+def module_lines(report: SimReport, top: int = 5) -> list[str]:
+    """Per GPU, the modules whose activations were largest at the peak."""
+    return [
+        f"cuda:{d.index} activations by module: "
+        + ", ".join(
+            f"{k} {format_bytes(v)}" for k, v in list(d.peak_activations_by_module.items())[:top]
+        )
+        for d in report.devices
+        if d.peak_activations_by_module
+    ]
+
+
+_TRANSFERS = {"h2d": "host → device", "d2h": "device → host", "d2d": "device → device"}
+
+
+def moves_table(report: SimReport, syncs: int = 10) -> Table:
+    """Transfers by direction (count, bytes), then the synchronisations by line."""
+    table = Table("Transfers and synchronisations", ["what", "count", "bytes / where"],
+                  right=frozenset({"count", "bytes / where"}))  # fmt: skip
+    for kind, label in _TRANSFERS.items():
+        t = report.transfers.get(kind, {"count": 0, "bytes": 0})
+        table.rows.append([label, str(t["count"]), format_bytes(t["bytes"])])
+    for s in report.syncs[:syncs]:
+        table.rows.append([f"sync: {s['kind']}", str(s["count"]), place(s["file"], s["line"])])
+        for f in s.get("lint", []):
+            at = "" if f["line"] == s["line"] else f" (line {f['line']})"
+            table.notes.append(
+                f"sync at {place(s['file'], s['line'])}: {f['code']}{at} — {f['hint']} "
+                f"(torchplace lint finds it in the source)"
+            )
+    if len(report.syncs) > syncs:
+        table.notes.append(f"{len(report.syncs) - syncs} more lines synchronise (see --json)")
+    return table
+
+
+def time_table(report: SimReport) -> Table:
+    """The estimated time per GPU (or per rank) and the assumptions behind it."""
+    table = Table(
+        "Estimated time (roofline estimate, not a measurement)",
+        ["device", "per step", "steps", "whole run", "bound"],
+        right=frozenset({"per step", "steps", "whole run"}),
+        notes=[f"assumes: {a}" for a in report.assumptions],
+    )
+    for d in report.devices:
+        table.rows.append(
+            [
+                f"cuda:{d.index}",
+                seconds_text(d.estimated_step_seconds),
+                str(d.steps),
+                seconds_text(d.estimated_total_seconds),
+                d.bound or "-",
+            ]
+        )
+    return table
+
+
+def process_table(report: SimReport) -> Table:
+    """The processes the script started (see :func:`process_rows`)."""
+    return Table(
+        "Processes the script started (each simulated on its own)",
+        ["process", "start", "exit", "peak allocated per GPU", "verdict"],
+        process_rows(report),
+    )
+
+
+def plan_table(plan: dict[str, Any]) -> Table:
+    """Every GPU a run was replayed on (``torchplace sim --gpu all``), smallest first."""
+    table = Table(
+        "Which GPUs it fits on (one run per behaviour class, replayed on each GPU)",
+        ["GPU", "capacity", "peak allocated", "peak reserved", "headroom", "verdict",
+         "step time (est.)"],
+        right=_NUMBERS,
+    )  # fmt: skip
+    for g in sorted(plan["gpus"], key=lambda g: g["capacity_bytes"]):
+        oom = g.get("oom")
+        if oom:
+            where = f" at {place(oom['file'], oom['line'])}" if oom.get("file") else ""
+            verdict_text = f"out of memory{where}"
+        else:
+            verdict_text = "fits"
+        table.rows.append(
+            [
+                g["name"] + (f" ×{g['devices']}" if g.get("devices", 1) > 1 else ""),
+                format_bytes(g["capacity_bytes"]),
+                format_bytes(g["peak_allocated_bytes"]),
+                format_bytes(g["peak_reserved_bytes"]),
+                format_bytes(g["headroom_bytes"]) if not oom else "-",
+                verdict_text,
+                seconds_text(g.get("estimated_step_seconds")) if not oom else "-",
+            ]
+        )
+    table.notes += [f"ran on {r['gpu']} for {', '.join(r['class'])}" for r in plan.get("runs", [])]
+    table.notes += [f"assumes: {line}" for line in plan.get("assumptions", [])]
+    return table
+
+
+def rank_verdict(rank: dict[str, Any]) -> str:
+    """One simulated rank's verdict, as its row says it."""
+    if rank.get("distributed") is False:
+        return "not distributed"
+    err = rank.get("error")
+    return str(err["type"]) if err else str(rank["verdict"])
+
+
+def rank_tables(report: SimReport) -> list[Table]:
+    """Per-rank memory and time of ``torchplace sim --nproc-per-node``, one per world."""
+    tables = []
+    for world in report.ranks:
+        cats = categories([r["peak_breakdown"] for r in world["ranks"]])
+        comm = any(r.get("communication_seconds") for r in world["ranks"])
+        table = Table(
+            f"Per rank: {world['world']} processes ({world['nproc_per_node']} per node × "
+            f"{world['nnodes']} node(s)), each rank simulated on its own",
+            ["rank", "peak alloc.", "peak res.", *(_SHORT.get(c, c) for c in cats),
+             "step (est.)", *(["comm."] if comm else []), "verdict"],
+            right=_NUMBERS | frozenset(_SHORT.get(c, c) for c in cats),
+        )  # fmt: skip
+        for r in world["ranks"]:
+            table.rows.append(
+                [
+                    str(r["rank"]),
+                    format_bytes(r["peak_allocated_bytes"]),
+                    format_bytes(r["peak_reserved_bytes"]),
+                    *(format_bytes(r["peak_breakdown"].get(c, 0)) for c in cats),
+                    seconds_text(r.get("step_seconds")),
+                    *([seconds_text(r.get("communication_seconds"))] if comm else []),
+                    rank_verdict(r),
+                ]
+            )
+        table.notes.append(
+            "params: what each rank keeps (under FSDP its shards); unsharded: FSDP's gathered "
+            "full parameters live at the peak"
+            + ("; comm.: the collectives' time over the run (setup broadcasts included) per step"
+               if comm else "")
+        )  # fmt: skip
+        peaks = {r["peak_allocated_bytes"] for r in world["ranks"]}
+        if len(world["ranks"]) > 1 and len(peaks) == 1:
+            table.notes.append(
+                "the ranks simulated agree: ranks 0 and the last bound the others (uneven "
+                "shards fall on the last ranks; rank 0 does the extra work, such as saving)"
+            )
+        tables.append(table)
+    return tables
+
+
+_SHORT = {
+    "parameters": "params",
+    "unsharded_parameters": "unsharded",
+    "gradients": "grads",
+    "optimizer_state": "opt. state",
+    "activations": "activ.",
+    "communication": "comm. bufs",
+    "other": "other",
+}
