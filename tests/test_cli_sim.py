@@ -110,6 +110,29 @@ def test_bad_input(args: list[str], message: str) -> None:
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "error", "hint"),
+    [
+        (["mypkg"], "mypkg is a folder, not a script", "torchplace sim -m mypkg"),
+        (["--", "python", "-m", "mypkg.train"], "no such script: 'python'",
+         "leave out 'python': torchplace sim -m mypkg.train"),
+        (["mypkg.train"], "no such script: 'mypkg.train'", "torchplace sim -m mypkg.train"),
+        (["-m", "mypkg.nothing"], "no module named 'mypkg.nothing'", "drop -m"),
+    ],
+)  # fmt: skip
+def test_what_is_not_a_script_gets_a_hint(
+    tmp_path: Path, args: list[str], error: str, hint: str
+) -> None:
+    (tmp_path / "mypkg").mkdir()
+    for name in ("__init__", "__main__", "train"):
+        (tmp_path / "mypkg" / f"{name}.py").write_text("")
+    r = sim(*args, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    error_line, hint_line = r.stderr.splitlines()[:2]
+    assert error_line.startswith("error: ") and error in error_line
+    assert hint_line.startswith("hint: ") and hint in hint_line
+
+
 def test_torch_compile_warns_and_runs_eagerly(tmp_path: Path) -> None:
     script = tmp_path / "compiled.py"
     script.write_text(

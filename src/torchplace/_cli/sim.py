@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from torchplace._cli._target import check_module, check_script
+
 __all__ = ["add_arguments", "run"]
 
 _EXAMPLE = "torchplace.sim.example"
@@ -319,10 +321,10 @@ def run(args: argparse.Namespace) -> int:
     if args.module:
         target, is_module = args.module[0], True
         script_args = args.module[1:]
+        check_module(target, "torchplace sim")
     elif args.script:
         target, is_module = args.script, False
-        if not os.path.isfile(target):
-            raise ValueError(f"no such script: {target!r} (looked in {os.getcwd()}).")
+        check_script(target, "torchplace sim", script_args)
         _check_syntax(target)
     else:
         target, is_module = _EXAMPLE, True
