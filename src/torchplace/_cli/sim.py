@@ -897,6 +897,9 @@ def _simulate(
                 "env": options.get("env", {}),
                 "report": os.path.join(tmp, "report.json"),
                 "config_path": os.path.join(tmp, "config.json"),
+                # --values auto: a HostMemoryError means 'again with placeholders', not a
+                # failure to show with its traceback
+                "falls_back": args.values == "auto" and values == "real",
             }
             with open(config["config_path"], "w") as f:
                 json.dump(config, f)
