@@ -120,6 +120,9 @@ def test_terminal_json_and_html_agree_on_one_run(tmp_path: Path) -> None:
         1
     ] == summary.seconds_text(dev["estimated_step_seconds"])
     assert f"verdict: {summary.verdict(report).text}" in terminal
+    # one name for the GPU, the one the script reads (torch.cuda.get_device_name)
+    assert "NVIDIA H100 80GB HBM3" in terminal and "SXM5" not in terminal
+    assert "SXM5" not in page.read_text()
     assert summary.verdict(report).text in page.read_text()
 
 

@@ -219,7 +219,7 @@ def simulate(
         torch_version=torch.__version__,
         values=values,
         assumptions=[
-            f"{spec.name}: {spec.bandwidth_bytes_per_s / 1e12:.2f} TB/s, dense peaks "
+            f"{spec.torch_name}: {spec.bandwidth_bytes_per_s / 1e12:.2f} TB/s, dense peaks "
             + ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in spec.peak_flops.items()),
             f"every kernel costs max(FLOPs / peak, bytes / bandwidth) + "
             f"{peaks.launch_seconds * 1e6:.0f} µs launch; host copies at "
