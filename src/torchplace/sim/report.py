@@ -229,7 +229,7 @@ def draw(table: Table, console: Console) -> None:
     for n, col in enumerate(table.columns):
         number = col in table.right
         cells = [row[n] if number else word for row in table.rows for word in row[n].split()]
-        widths.append(min(24, max(len(w) for w in [*col.split(), *cells])))
+        widths.append(max(len(w) for w in [*col.split(), *cells]))
     if sum(widths) + 2 * len(widths) > console.width:
         for row in table.rows:
             parts = [f"{col} {cell}" for col, cell in zip(table.columns[1:], row[1:], strict=True)]

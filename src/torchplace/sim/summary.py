@@ -410,9 +410,9 @@ def plan_table(plan: dict[str, Any]) -> Table:
     )  # fmt: skip
     for g in sorted(plan["gpus"], key=lambda g: g["capacity_bytes"]):
         oom = g.get("oom")
-        if oom:
-            where = f" at {place(oom['file'], oom['line'])}" if oom.get("file") else ""
-            verdict_text = f"out of memory{where}"
+        if oom:  # the file's name only: the table has a row per GPU
+            name = os.path.basename(oom["file"]) if oom.get("file") else ""
+            verdict_text = f"out of memory at {name}:{oom['line']}" if name else "out of memory"
         else:
             verdict_text = "fits"
         table.rows.append(
