@@ -93,12 +93,16 @@ def all_blocks() -> list[Block]:
 # --- bash -------------------------------------------------------------------------------
 
 
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+
+
 def commands(code: str) -> list[tuple[str, int]]:
-    """The block's commands (continuation lines joined) and the exit code each expects:
-    0, or N when its comment says ``exits N``."""
+    """The block's commands (continuation lines joined, a here-document kept with its
+    command) and the exit code each expects: 0, or N when its comment says ``exits N``."""
     out: list[tuple[str, int]] = []
     pending = ""
-    for raw in code.splitlines():
+    lines = iter(code.splitlines())
+    for raw in lines:
         line = raw.rstrip()
         if line.endswith("\\"):
             pending += line[:-1] + " "
@@ -108,6 +112,14 @@ def commands(code: str) -> list[tuple[str, int]]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         expected = _EXPECTED_EXIT.search(line)
+        heredoc = _HEREDOC.search(line.split("#", 1)[0])
+        if heredoc:
+            body = [line]
+            for more in lines:
+                body.append(more)
+                if more.strip() == heredoc.group(2):
+                    break
+            line = "\n".join(body)
         out.append((line, int(expected.group(1)) if expected else 0))
     return out
 
