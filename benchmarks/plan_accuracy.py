@@ -47,6 +47,7 @@ run; README, "Plan a run".
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -409,4 +410,15 @@ def main(models: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["tiny", "gpt2"])
+    parser = argparse.ArgumentParser(
+        description="Each simulated rank's peak against a real gloo run of the same training "
+        "step (DDP and FSDP2, worlds 2 and 4)."
+    )
+    parser.add_argument(
+        "models",
+        nargs="*",
+        choices=("tiny", "gpt2"),
+        default=["tiny", "gpt2"],
+        help="models to compare (default: tiny gpt2)",
+    )
+    main(parser.parse_args().models)

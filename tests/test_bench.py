@@ -31,8 +31,11 @@ CPU_PEAKS = Peaks(
 
 @pytest.fixture
 def fast(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Known CPU peaks and a quiet machine, so runs are quick and deterministic."""
+    """Known CPU peaks and a quiet machine, so runs are quick and deterministic. (The peaks
+    are not this machine's, so how far its times are from their roofline says nothing:
+    no row is judged not credible here; tests/test_bench.py's flagging test does that.)"""
     monkeypatch.setattr(suite, "measure_cpu_peaks", lambda *, quick: CPU_PEAKS)
+    monkeypatch.setattr(suite.credibility, "doubt", lambda **kwargs: None)
     monkeypatch.setattr(machine, "load_average", lambda: 0.0)
     monkeypatch.setattr(machine, "_accelerator_count", lambda: 0)
 
@@ -131,6 +134,7 @@ def test_json_schema_is_stable(fast: None) -> None:
         "seconds_with_transfer",
         "speedup",
         "speedup_with_transfer",
+        "doubt",
         "achieved_per_s",
     )
     assert row_keys == ROW_KEYS
@@ -313,6 +317,42 @@ def test_speedups_and_break_even_from_rows() -> None:
     assert b.size is not None and 64 < b.size < 256
 
 
+def test_rows_a_busy_machine_made_absurd_are_flagged_and_their_speedups_withheld() -> None:
+    """A block that waited for the CPU made a 20 µs elementwise take 69 ms, and an H100
+    'projected' 6,600× faster than it; a peak measured in such a moment made cached work
+    reach 21,398% of it. Neither is shown as a result."""
+    from torchplace.bench import credibility
+    from torchplace.bench.results import BenchResult
+
+    rows = [
+        _row("cpu", 64, 1e-5),  # credible: 2× the roofline
+        _row("cpu", 256, 6.9e-2),  # waited: 690× the roofline
+        _row("cpu", 1024, 1e-1),
+        _row("gpu", 64, 5e-6, 4e-5),
+        _row("gpu", 256, 6e-6, 4e-4),
+        _row("gpu", 1024, 4e-5, 1e-3),
+    ]
+    for r, predicted in zip(rows[:3], (5e-6, 1e-4, 8e-2), strict=True):
+        r.predicted_seconds, r.projected, r.peak_source = predicted, False, "measured"
+    rows[2].iqr_seconds = 0.06  # noisy: the spread is 60% of the median
+    rows[3].peak_fraction, rows[3].projected = 213.98, False  # a measured GPU row: 21,398%
+    attach_speedups(rows)
+    credibility.mark(rows)
+    assert rows[0].doubt is None and rows[4].speedup is None is rows[4].speedup_with_transfer
+    assert "690× the roofline's time" in (rows[1].doubt or "")
+    assert rows[2].doubt == "noisy: the spread (IQR) is 60% of the median"
+    assert "21,398% of the peak" in (rows[3].doubt or "")
+    assert [r.speedup for r in rows[3:]] == [None, None, None]
+    assert break_even(rows) == []  # no crossing drawn from noise
+    out = io.StringIO()
+    result = BenchResult(machine={}, quick=True, rows=rows)
+    report.render(result, Console(file=out, width=250))
+    text = out.getvalue()
+    assert "6,600" not in text and "11,500" not in text  # the absurd speed-ups are withheld
+    assert "? 5 row(s) not credible" in text  # 3 measurements, 2 speed-ups from them
+    assert "matmul fp32 256 on cpu: 690× the roofline's time" in text
+
+
 def test_plot_error_names_the_extra(monkeypatch: pytest.MonkeyPatch, fast: None) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     with pytest.raises(RuntimeError, match=r"pip install 'torchplace\[plot\]'") as info:
@@ -351,8 +391,11 @@ def test_real_gpu_rows_transfers_and_copies() -> None:
     # with-transfer is timed separately: at these small sizes the copies are within the
     # timing noise of a shared machine, so only its presence is checked, not its order
     assert all(r.seconds_with_transfer and r.seconds_with_transfer > 0 for r in matmul)
+    # a speed-up from a CPU time that a busy machine made not credible is withheld
     on_cpu = {(r.size, r.dtype) for r in result.rows if r.device == "cpu"}
-    assert all(r.speedup_with_transfer is not None for r in matmul if (r.size, r.dtype) in on_cpu)
+    compared = [r for r in matmul if (r.size, r.dtype) in on_cpu]
+    assert compared and all(r.speedup_with_transfer is not None or r.doubt for r in compared)
     copies = {(r.op, r.variant) for r in gpu if r.op.startswith("copy")}
     assert copies == {(op, v) for op in ("copy_h2d", "copy_d2h") for v in ("pinned", "pageable")}
-    assert result.break_even and all(not b.projected for b in result.break_even)
+    assert all(not b.projected for b in result.break_even)
+    assert result.break_even or all(r.doubt for r in compared)

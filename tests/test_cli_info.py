@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -293,3 +294,22 @@ def test_info_screen_with_fake_gpus(
     assert data["devices"][1]["processes"] == [
         {"pid": 777, "name": "python3 [train]", "used_memory": 9 * GIB}
     ]
+
+
+@pytest.mark.parametrize("argv", [["info", "--json"], ["sim", "--list-gpus"]])
+def test_a_closed_pipe_ends_the_command_quietly(argv: list[str]) -> None:
+    """``torchplace info --json | head`` : the reader is gone before anything is written."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "torchplace", *argv],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert "Traceback" not in r.stderr and "BrokenPipeError" not in r.stderr, r.stderr
+    assert r.returncode in (1, 141)  # 141: as a process ended by SIGPIPE (rich's tables: 1)

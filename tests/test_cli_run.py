@@ -28,6 +28,24 @@ def script(tmp_path: Path) -> Path:
 # --- bad input, through the real command line ---------------------------------------------
 
 
+def test_a_module_of_a_package_in_the_current_folder_is_found(tmp_path: Path) -> None:
+    """python -m finds packages in the current folder; so does torchplace run -m."""
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "train.py").write_text("print('trained')\n")
+    # the installed command, whose sys.path starts with its own folder, not the current one
+    command = Path(sys.executable).with_name("torchplace")
+    result = subprocess.run(
+        [str(command), "run", "--dry-run", "-m", "mypkg.train"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "-m mypkg.train" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "error", "hint"),
     [

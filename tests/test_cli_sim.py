@@ -110,6 +110,29 @@ def test_bad_input(args: list[str], message: str) -> None:
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "error", "hint"),
+    [
+        (["mypkg"], "mypkg is a folder, not a script", "torchplace sim -m mypkg"),
+        (["--", "python", "-m", "mypkg.train"], "no such script: 'python'",
+         "leave out 'python': torchplace sim -m mypkg.train"),
+        (["mypkg.train"], "no such script: 'mypkg.train'", "torchplace sim -m mypkg.train"),
+        (["-m", "mypkg.nothing"], "no module named 'mypkg.nothing'", "drop -m"),
+    ],
+)  # fmt: skip
+def test_what_is_not_a_script_gets_a_hint(
+    tmp_path: Path, args: list[str], error: str, hint: str
+) -> None:
+    (tmp_path / "mypkg").mkdir()
+    for name in ("__init__", "__main__", "train"):
+        (tmp_path / "mypkg" / f"{name}.py").write_text("")
+    r = sim(*args, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    error_line, hint_line = r.stderr.splitlines()[:2]
+    assert error_line.startswith("error: ") and error in error_line
+    assert hint_line.startswith("hint: ") and hint in hint_line
+
+
 def test_torch_compile_warns_and_runs_eagerly(tmp_path: Path) -> None:
     script = tmp_path / "compiled.py"
     script.write_text(
@@ -288,17 +311,121 @@ def test_an_op_larger_than_the_gpu_is_cudas_out_of_memory_at_the_line(tmp_path: 
     assert report["values"] == "real"
 
 
-def test_write_files_writes_in_place(tmp_path: Path) -> None:
-    script = tmp_path / "save.py"
-    target = tmp_path / "ckpt.pt"
-    script.write_text(
-        f"import torch\ntorch.save(torch.nn.Linear(2, 2).cuda().state_dict(), {str(target)!r})\n"
+def test_saved_files_go_where_the_script_says_and_never_replace_a_users_file(
+    tmp_path: Path,
+) -> None:
+    """docs/sim.md, "Files the script saves": train, then sample, each under sim."""
+    (tmp_path / "train.py").write_text(
+        "import sys, torch\n"
+        "model = torch.nn.Linear(2, 2).cuda()\n"
+        "for epoch in range(2):\n"
+        "    for path in sys.argv[1:]:\n"
+        "        torch.save({'model': model.state_dict(), 'epoch': epoch}, path)\n"
     )
-    redirected = json.loads(sim("--json", str(script)).stdout)
-    assert not target.exists() and redirected["files"][0]["path"] == str(target)
-    r = sim("--json", "--write-files", str(script))
-    assert r.returncode == 0 and target.exists() and json.loads(r.stdout)["files"] == []
+    (tmp_path / "sample.py").write_text(
+        "import torch\n"
+        "state = torch.load('ckpt.pt')\n"
+        "assert state['epoch'] == 1 and state['model']['weight'].is_cuda\n"
+        "print('sampled from epoch', state['epoch'])\n"
+    )
+    first = sim("--json", "train.py", "ckpt.pt", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    ckpt = tmp_path / "ckpt.pt"
+    assert [(f["path"], f["written_to"]) for f in json.loads(first.stdout)["files"]] == [
+        (str(ckpt), str(ckpt))
+    ]
     import torch
 
-    loaded = torch.load(target, map_location="cpu")  # a real file, written as a GPU run would
-    assert set(loaded) == {"weight", "bias"}
+    saved = torch.load(ckpt, map_location="cpu")  # a real file, as a GPU run writes it
+    assert saved["epoch"] == 1 and set(saved["model"]) == {"weight", "bias"}
+    sampled = sim("sample.py", cwd=tmp_path)
+    assert sampled.returncode == 0 and "sampled from epoch 1" in sampled.stdout, sampled.stderr
+
+    before = ckpt.read_bytes()  # now the user's file: this next run did not make it
+    again = sim("train.py", "ckpt.pt", "new.pt", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert ckpt.read_bytes() == before and (tmp_path / "new.pt").exists()
+    text = " ".join(again.stdout.split())
+    assert "ckpt.pt → " in text and "a simulation never replaces it" in text
+    assert "new.pt: written where the script said" in text
+
+
+def test_placeholder_files_stay_out_of_the_users_folders_unless_asked(tmp_path: Path) -> None:
+    import torch
+
+    from torchplace.sim import simulate
+
+    path = tmp_path / "ckpt.pt"
+    with simulate("H100", values="placeholder") as report:
+        torch.save(torch.nn.Linear(2, 2).cuda().state_dict(), path)
+        assert set(torch.load(path)) == {"weight", "bias"}  # the run reads its copy back
+    assert not path.exists() and report.files[0]["written_to"] != str(path)
+    path.write_bytes(b"the user's checkpoint")
+    with simulate("H100", write_files=True):  # --write-files: in place, whatever is there
+        torch.save(torch.nn.Linear(2, 2).cuda().state_dict(), path)
+    assert set(torch.load(path, map_location="cpu")) == {"weight", "bias"}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())  # however the terminal wrapped it
+
+
+@pytest.mark.parametrize(
+    ("source", "args", "verdict"),
+    [
+        (
+            "import sys, torch\nx = torch.ones(8, device='cuda')\nsys.exit(3)\n",
+            [],
+            "verdict: the script did not finish: exit code 3 at train.py:3",
+        ),
+        (
+            "import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr')\n"
+            "p.parse_args()\n",
+            ["--html", "report.html"],
+            "verdict: the script did not finish: exit code 2 at train.py:4 last output: "
+            "train.py: error: unrecognized arguments: --html report.html hint: torchplace "
+            "options go before the script: torchplace sim --html report.html train.py",
+        ),
+        ("", [], "verdict: nothing to fit: the script put nothing on a simulated GPU"),
+    ],
+    ids=["sys.exit(3)", "argparse error", "empty script"],
+)
+def test_a_run_that_did_not_finish_is_never_called_a_fit(
+    tmp_path: Path, source: str, args: list[str], verdict: str
+) -> None:
+    (tmp_path / "train.py").write_text(source)
+    r = sim("train.py", *args, cwd=tmp_path)
+    out = _one_line(r.stdout)
+    assert verdict in out, r.stdout
+    assert "fits" not in out
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_a_missing_module_is_not_a_fit(tmp_path: Path) -> None:
+    r = sim("--json", "-m", "no_such_module_here", cwd=tmp_path)
+    assert r.returncode != 0
+    assert "fits" not in r.stdout and "no_such_module_here" in r.stdout + r.stderr
+
+
+def test_ranks_of_a_script_that_is_not_distributed_say_so(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import torch\nx = torch.ones(1024, 1024, device='cuda')\n"  # 4 MiB on cuda:0
+    )
+    r = sim("--nproc-per-node", "2", "train.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = _one_line(r.stdout)
+    assert "verdict: not distributed: the script never calls torch.distributed." in text
+    assert "put its tensors on cuda:0" in text
+    rows = [line for line in r.stdout.splitlines() if line.split()[:1] == ["1"]]
+    assert rows and "4.0 MiB" in rows[0] and "fits" not in rows[0]  # not a 0 B "fits"
+
+
+def test_a_torchrun_script_run_on_gpus_is_told_about_nproc_per_node(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import torch.distributed as dist\ndist.init_process_group('nccl')\n"
+    )
+    r = sim("--gpus", "2", "train.py", "--lr", "3", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "environment variable RANK expected" in _one_line(r.stdout)
+    assert "hint: this script expects torchrun to start it" in _one_line(r.stdout)
+    assert "torchplace sim --nproc-per-node 2 train.py --lr 3" in _one_line(r.stdout)

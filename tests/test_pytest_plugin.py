@@ -519,3 +519,25 @@ def test_simulating_tells_a_simulated_gpu_from_a_real_one() -> None:
     with simulate("T4"):
         assert pytest_plugin.simulating() and torch.cuda.is_available()
     assert not pytest_plugin.simulating()
+
+
+def test_files_a_test_saves_go_where_the_test_says(pytester: pytest.Pytester) -> None:
+    """Tests that save to tmp_path and list it (captum's influence tests do) pass."""
+    _suite(
+        pytester,
+        """
+        import torch
+
+        def test_saves_checkpoints(tmp_path):
+            model = torch.nn.Linear(2, 2).cuda()
+            for epoch in range(2):
+                torch.save(model.state_dict(), tmp_path / f"epoch-{epoch}.pt")
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-0.pt", "epoch-1.pt"]
+            back = torch.load(tmp_path / "epoch-1.pt", map_location="cpu")
+            assert back["weight"].shape == (2, 2)
+        """,
+    )
+    result = pytester.runpytest("--sim-gpu", "H100", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result = pytester.runpytest("--sim-gpu", "H100", "--sim-values", "placeholder")
+    result.assert_outcomes(passed=1)

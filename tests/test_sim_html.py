@@ -107,7 +107,7 @@ def test_failure_point_is_on_the_timeline() -> None:
     del x
     report.add_timelines()
     page = render_html(report)
-    assert "the script stopped here: ValueError at test_sim_html.py:" in page
+    assert "the script stopped here: ValueError at tests/test_sim_html.py:" in page
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -55,7 +57,19 @@ def error(message: str, hint: str | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the torchplace command line and return its exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _main(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # here, where a closed pipe can still be handled
+        return code
+    except BrokenPipeError:
+        # the reader went away (torchplace info --json | head): stop quietly, as a Unix
+        # tool does, with the exit code of a process ended by SIGPIPE
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str]) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = _build_parser(command if command in _COMMANDS else None)
     args = parser.parse_args(argv)

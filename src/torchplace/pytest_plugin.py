@@ -132,7 +132,10 @@ class _Simulation:
         self.gpus = gpus
         self.values: str = kwargs.get("values") or "real"
         self._stack = contextlib.ExitStack()
-        self.report: SimReport = self._stack.enter_context(simulate(spec, gpus=gpus, **kwargs))
+        # in tests, files go where the test says (docs/sim.md, "Files the script saves")
+        self.report: SimReport = self._stack.enter_context(
+            simulate(spec, gpus=gpus, write_files=True, **kwargs)
+        )
         try:
             self.state = _running_state()
         except BaseException:

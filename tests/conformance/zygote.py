@@ -108,11 +108,11 @@ def _serve() -> None:
 
         pid = _run_forked(lambda: _child.main([config["config_path"]]), setup=setup)
         child = _Forked(pid)
-        cli_sim._LIVE.add(child)  # so that --nproc-per-node can stop a world's other ranks
+        cli_sim._LIVE[child] = []  # so that --nproc-per-node can stop a world's other ranks
         try:
             return _wait(pid, timeout, on_timeout=lambda: config.__setitem__("timed_out", True))
         finally:
-            cli_sim._LIVE.discard(child)
+            cli_sim._LIVE.pop(child, None)
 
     cli_sim._run_child = run_child
     protocol = os.fdopen(os.dup(1), "w")

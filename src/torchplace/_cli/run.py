@@ -13,13 +13,12 @@ examples:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
+from torchplace._cli._target import check_module, check_script
 from torchplace._devices.discovery import visible_text
 
 __all__ = ["add_arguments", "run"]
@@ -76,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the command line, then run torchrun and return its exit code."""
-    _check_target(args.target, module=args.module)
+    _check_target(args.target, module=args.module, args=list(args.args))
     command, env, note = _launch_plan(args, _visible_gpus())
     print(f"torchplace run: {note}", file=sys.stderr)
     print(f"torchplace run: {shlex.join(['python', *command[1:]])}", file=sys.stderr, flush=True)
@@ -85,27 +84,11 @@ def run(args: argparse.Namespace) -> int:
     return _run_torchrun(command, env)
 
 
-def _check_target(target: str, *, module: bool) -> None:
+def _check_target(target: str, *, module: bool, args: list[str] | None = None) -> None:
     if module:
-        try:
-            found = importlib.util.find_spec(target) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            raise _UsageError(
-                f"no module named {target!r} can be imported here (python -m {target} would "
-                f"fail in every process)",
-                "check the name, install the package that has it (pip install -e .), or "
-                "drop -m to run a script file",
-            )
-        return
-    path = Path(target)
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "does not exist"
-        raise _UsageError(
-            f"no such script: {target} ({path.absolute()} {what})",
-            "pass the path of a Python file, or -m package.module to run a module",
-        )
+        check_module(target, "torchplace run")
+    else:
+        check_script(target, "torchplace run", args)
 
 
 def _launch_plan(args: argparse.Namespace, visible: int) -> tuple[list[str], dict[str, str], str]:

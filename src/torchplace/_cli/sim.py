@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -18,8 +19,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from torchplace._cli._target import check_module, check_script
 
 __all__ = ["add_arguments", "run"]
 
@@ -76,9 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--write-files",
         action="store_true",
-        help="let torch.save of simulated tensors write where the script says (by default "
-        "such files go to a scratch folder the report names: a simulation never replaces a "
-        "real checkpoint)",
+        help="let every torch.save of simulated tensors write where the script says; by "
+        "default a file that would replace one the run did not create, or that holds "
+        "placeholder values, goes to a scratch folder the report names (docs/sim.md)",
     )
     parser.add_argument(
         "--timeout",
@@ -197,52 +201,98 @@ def _died(rc: int) -> str:
 def _run_child(
     config: dict[str, Any], *, quiet_stdout: bool, timeout: float | None, silent: bool = False
 ) -> int:
-    """Run the child in its own process group; stop it (and whatever it started) on SIGTERM,
-    SIGINT or the timeout. The child turns SIGTERM into an error it reports."""
+    """Run the child in its own process group and wait for it. Ctrl-C and SIGTERM reach it
+    through :func:`_forward` (a terminal sends them to the foreground group: this process);
+    past ``timeout`` it gets SIGTERM, which it turns into an error it reports; a child that
+    has not stopped ``_GRACE_SECONDS`` after a SIGTERM is killed."""
+    if _RECEIVED:  # interrupted before this run could start: do not start it
+        config["interrupted"], config["not_started"] = _RECEIVED[0], True
+        return 128 + _RECEIVED[0]
     cmd = [sys.executable, "-m", "torchplace.sim._child", config["config_path"]]
     out: Any = subprocess.DEVNULL if silent else (sys.stderr if quiet_stdout else None)
+    # a simulation of its own, even when this command runs inside one (a simulated script
+    # that calls torchplace sim): not the one torchplace.sim._processes.ENV names
+    env = {k: v for k, v in os.environ.items() if k != "TORCHPLACE_SIM_PROCESSES"}
     child = subprocess.Popen(
-        cmd, stdout=out, stderr=subprocess.DEVNULL if silent else None, start_new_session=True
+        cmd,
+        stdout=out,
+        stderr=subprocess.DEVNULL if silent else None,
+        start_new_session=True,
+        env=env,
     )
-
-    def stop(signum: int = signal.SIGTERM, *_: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGTERM)
-        try:
-            child.wait(_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-
-    # Only the main thread may set a handler; ranks run in threads (_ranks) stop through
-    # _LIVE when the main thread is interrupted.
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop()) if main else None
-    _LIVE.add(child)
+    stopping: list[float] = []  # when it was sent SIGTERM
+    _LIVE[child] = stopping
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        child.wait(timeout)
-    except subprocess.TimeoutExpired:
-        config["timed_out"] = True
-        stop()
-    except KeyboardInterrupt:
-        stop()
+        while True:
+            try:
+                code = child.wait(0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if deadline is not None and now > deadline and not stopping:
+                config["timed_out"] = True
+                _signal_group(child, stopping, signal.SIGTERM)
+            if stopping and now > stopping[0] + _GRACE_SECONDS:
+                _signal_group(child, stopping, signal.SIGKILL)
     finally:
-        _LIVE.discard(child)
-        if main:
-            signal.signal(signal.SIGTERM, previous)
-        with contextlib.suppress(ProcessLookupError):
+        del _LIVE[child]
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(child.pid, signal.SIGKILL)  # anything the script left running
-    return child.wait()
+    if _RECEIVED:
+        config["interrupted"] = _RECEIVED[0]
+    return code
 
 
-_LIVE: set[subprocess.Popen[bytes]] = set()  # simulated children running now
+# simulated children running now -> when they were sent SIGTERM (empty: not yet)
+_LIVE: dict[subprocess.Popen[bytes], list[float]] = {}
+_RECEIVED: list[int] = []  # SIGINT / SIGTERM received by this command, in order
 
 
 def _stop_all(*_: object, how: int = signal.SIGKILL) -> None:
     """Stop every simulated child now running (``how=SIGTERM`` lets each write its report)."""
-    for child in list(_LIVE):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, how)
+    for child, stopping in list(_LIVE.items()):
+        _signal_group(child, stopping, how)
+
+
+def _signal_group(child: subprocess.Popen[bytes], stopping: list[float], signum: int) -> None:
+    if signum == signal.SIGTERM and not stopping:
+        stopping.append(time.monotonic())
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signum)
+
+
+def _forward(signum: int, frame: object = None) -> None:
+    """SIGINT or SIGTERM to this command: pass it on to every simulated child. The first
+    Ctrl-C reaches the script as Ctrl-C (KeyboardInterrupt, its handlers run); a second
+    one, or SIGTERM, stops it (then SIGKILL after ``_GRACE_SECONDS``)."""
+    _RECEIVED.append(signum)
+    stop = signum == signal.SIGTERM or _RECEIVED.count(signal.SIGINT) > 1
+    for child, stopping in list(_LIVE.items()):
+        _signal_group(child, stopping, signal.SIGTERM if stop else signal.SIGINT)
+
+
+@contextlib.contextmanager
+def _signals() -> Iterator[None]:
+    """Handle SIGINT and SIGTERM with :func:`_forward` while the command runs."""
+    _RECEIVED.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _interrupted_code() -> int | None:
+    """The exit code of a command stopped by a signal: 130 (SIGINT), 143 (SIGTERM)."""
+    if not _RECEIVED:
+        return None
+    return 128 + (signal.SIGTERM if signal.SIGTERM in _RECEIVED else signal.SIGINT)
 
 
 def _gpus(text: str) -> list[Any]:
@@ -282,27 +332,84 @@ def run(args: argparse.Namespace) -> int:
     if args.module:
         target, is_module = args.module[0], True
         script_args = args.module[1:]
+        check_module(target, "torchplace sim")
     elif args.script:
         target, is_module = args.script, False
-        if not os.path.isfile(target):
-            raise ValueError(f"no such script: {target!r} (looked in {os.getcwd()}).")
+        check_script(target, "torchplace sim", script_args)
         _check_syntax(target)
     else:
         target, is_module = _EXAMPLE, True
     options.update(target=target, module=is_module, args=script_args)
-    if args.nproc_per_node:
-        return _ranks(args, specs, options)
-    if args.find_max:
-        return _find_max(args, specs, options)
+    with _signals():
+        if args.nproc_per_node:
+            return _ranks(args, specs, options)
+        if args.find_max:
+            return _find_max(args, specs, options)
+        if len(specs) == 1:
+            _, report = _simulate(args, specs[0], None, options)
+        else:
+            report = _plan(args, specs, options)
+        if prices:
+            _add_costs(report, prices)
+        _hint_misplaced_options(report, options)
+        _hint_torchrun(report, args, options)
+        _show(args, report)
+        return report.exit_code or 0
 
-    if len(specs) == 1:
-        _, report = _simulate(args, specs[0], None, options)
-    else:
-        report = _plan(args, specs, options)
-    if prices:
-        _add_costs(report, prices)
-    _show(args, report)
-    return report.exit_code or 0
+
+def _hint_misplaced_options(report: Any, options: dict[str, Any]) -> None:
+    """A script that stopped with argparse's "unrecognized arguments" naming options of
+    torchplace sim was given them by mistake: they go before the script."""
+    stopped = report.stopped_at or {}
+    last = stopped.get("last_output") or ""
+    marker = "error: unrecognized arguments:"
+    if report.exit_code != 2 or marker not in last:
+        return
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    takes_value = {
+        flag: action.nargs != 0
+        for action in parser._actions  # argparse keeps no public list of its options
+        for flag in action.option_strings
+    }
+    tokens = last.split(marker, 1)[1].split()
+    moved: list[str] = []
+    for i, token in enumerate(tokens):
+        flag = token.split("=", 1)[0]
+        if flag in takes_value and flag not in ("-h", "--help", "-m"):
+            moved.append(token)
+            if takes_value[flag] and "=" not in token and i + 1 < len(tokens):
+                moved.append(tokens[i + 1])
+    if not moved:
+        return
+    rest = list(options["args"])
+    for token in moved:
+        if token in rest:
+            rest.remove(token)
+    target = ["-m", options["target"]] if options["module"] else [options["target"]]
+    if options["target"] == _EXAMPLE:
+        target = []
+    command = shlex.join(["torchplace", "sim", *moved, *target, *rest])
+    stopped["hint"] = f"torchplace options go before the script: {command}"
+
+
+def _hint_torchrun(report: Any, args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """A script that torchrun starts reads its rank from the environment; run on its own it
+    fails in init_process_group ("environment variable RANK expected"): say how to
+    simulate its ranks."""
+    error = report.error or {}
+    message = error.get("message") or ""
+    if not any(f"variable {v} expected" in message for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR")):
+        return
+    n = args.gpus if args.gpus > 1 else 8
+    target = ["-m", options["target"]] if options["module"] else [options["target"]]
+    command = shlex.join(
+        ["torchplace", "sim", "--nproc-per-node", str(n), *target, *options["args"]]
+    )
+    error["hint"] = (
+        "this script expects torchrun to start it (it reads RANK and WORLD_SIZE from the "
+        f"environment); simulate its ranks as torchrun would: {command}"
+    )
 
 
 def _prices(texts: list[str]) -> dict[str, float]:
@@ -443,7 +550,6 @@ def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) 
     sweep: list[dict[str, Any]] = []
     first: Any = None
     notes: list[str] = []
-    previous = signal.signal(signal.SIGTERM, _stop_all)
     try:
         for per_node, world, ranks in worlds:
             reports, note = _world(args, specs[0], options, per_node, world, ranks, first is None)
@@ -460,12 +566,11 @@ def _ranks(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) 
             first = first or reports[ranks[0]]
     finally:
         _stop_all()
-        signal.signal(signal.SIGTERM, previous)
     first.ranks = sweep
     for note in notes:
         first.notes.insert(0, {"text": note, "count": 1})
     _show(args, first)
-    return first.exit_code or 0
+    return _interrupted_code() or first.exit_code or 0
 
 
 def _world(
@@ -641,8 +746,12 @@ def _free_port() -> int:
 
 
 def _rank_row(rank: int, local: int, report: Any) -> dict[str, Any]:
-    """What one simulated rank used: its GPU (cuda:LOCAL_RANK), time split, error."""
-    d = report.devices[local] if local < len(report.devices) else None
+    """What one simulated rank used: its GPU (cuda:LOCAL_RANK), time split, error. A rank
+    of a script that never starts a process group shows the GPU it used (cuda:0)."""
+    used = local
+    if report.distributed is False and report.devices:
+        used = max(report.devices, key=lambda d: d.peak_allocated_bytes).index
+    d = report.devices[used] if used < len(report.devices) else None
     by_bound = (d.estimate.get("seconds_by_bound", {}) if d else {}) or {}
     steps = max(d.steps, 1) if d else 1
     comm = by_bound.get("communication", 0.0) / steps
@@ -650,6 +759,7 @@ def _rank_row(rank: int, local: int, report: Any) -> dict[str, Any]:
     row = {
         "rank": rank,
         "local_rank": local,
+        "device": used,
         "context_bytes": d.context_bytes if d else 0,
         "peak_allocated_bytes": d.peak_allocated_bytes if d else 0,
         "peak_reserved_bytes": d.peak_reserved_bytes if d else 0,
@@ -660,9 +770,10 @@ def _rank_row(rank: int, local: int, report: Any) -> dict[str, Any]:
         "communication_seconds": comm,
         "compute_seconds": (total - comm) if total is not None else None,
         "error": report.error,
+        "distributed": report.distributed,
     }
-    if local < len(report.timelines):  # --html / --png
-        row["timeline"] = report.timelines[local]
+    if used < len(report.timelines):  # --html / --png
+        row["timeline"] = report.timelines[used]
     return row
 
 
@@ -681,7 +792,7 @@ def _margin(text: str) -> float:
 
 def _find_max(args: argparse.Namespace, specs: list[Any], options: dict[str, Any]) -> int:
     """``--find-max NAME``: the largest {NAME} that fits each GPU (torchplace.sim.search)."""
-    from torchplace.sim.search import FindMaxError, Probe, search
+    from torchplace.sim.search import FindMaxError, Probe, StopSearch, search
 
     token = "{" + args.find_max + "}"
     env_keys = [k for k, v in os.environ.items() if token in v]
@@ -709,6 +820,10 @@ def _find_max(args: argparse.Namespace, specs: list[Any], options: dict[str, Any
                 rows = report.plan["gpus"]
         finally:
             os.environ.update(saved_env)
+        if _RECEIVED:  # this size's run did not finish: it answers nothing
+            raise StopSearch(
+                f"interrupted ({_signal_text(_RECEIVED[0])}) while trying {token} = {size}"
+            )
         error = (
             report.error
             if report.error and report.error.get("type") != "OutOfMemoryError"
@@ -735,13 +850,15 @@ def _find_max(args: argparse.Namespace, specs: list[Any], options: dict[str, Any
         results = search(probe, low=args.min, high=args.max, margin=margin)
     except FindMaxError as e:
         raise ValueError(str(e)) from e
+    stopped = _interrupted_code()
     if args.json:
-        print(
-            json.dumps(
-                {"schema_version": 1, "find_max": {k: r.to_dict() for k, r in results.items()}},
-                indent=2,
-            )
-        )
+        found: dict[str, Any] = {
+            "schema_version": 1,
+            "find_max": {k: r.to_dict() for k, r in results.items()},
+        }
+        if stopped:
+            found["stopped"] = f"interrupted: exit code {stopped}"
+        print(json.dumps(found, indent=2))
     else:
         from rich.console import Console
 
@@ -750,7 +867,12 @@ def _find_max(args: argparse.Namespace, specs: list[Any], options: dict[str, Any
         render_find_max(
             token, results, Console(highlight=False, width=None if sys.stdout.isatty() else 120)
         )
-    return 0
+    if stopped and not results:
+        print(
+            f"torchplace sim: the search was interrupted before any size of {token} was measured",
+            file=sys.stderr,
+        )
+    return stopped or 0
 
 
 def _row(key: str, report: Any) -> dict[str, Any]:
@@ -784,6 +906,8 @@ def _plan(
     runs = [{"gpu": first[0].key, "class": [s.key for s in specs]}]
     kernel_choice = any("attention kernel" in d for d in report.decisions)
     for group in groups if kernel_choice else []:
+        if _RECEIVED:
+            break  # interrupted: the rows of the runs made so far
         if group is first:
             runs[0]["class"] = [s.key for s in group]
             continue
@@ -845,6 +969,10 @@ def _simulate(
                 "file": None,
                 "line": None,
             }
+            if config.get("interrupted"):
+                report.error.update(
+                    _not_finished(config["interrupted"], started=not config.get("not_started"))
+                )
     if config.get("timed_out"):
         report.error = {
             "type": "Timeout",
@@ -853,7 +981,28 @@ def _simulate(
             "line": (report.error or {}).get("line"),
         }
     report.exit_code = rc if rc >= 0 else 128 - rc
+    if config.get("interrupted"):
+        report.interrupted = signal.Signals(config["interrupted"]).name
+        if rc < 0:  # killed after the grace period
+            report.exit_code = 128 + config["interrupted"]
     return report.exit_code, report
+
+
+def _not_finished(signum: int, *, started: bool) -> dict[str, Any]:
+    """The error of a run that a signal stopped before it could write its report."""
+    what = _signal_text(signum)
+    if not started:
+        message = f"not run: torchplace sim was stopped ({what}) before this run started"
+    else:
+        message = (
+            f"the script was stopped ({what}) and did not exit within {_GRACE_SECONDS:g} s "
+            "of SIGTERM, so it was killed before it could report"
+        )
+    return {"type": "Interrupted" if signum == signal.SIGINT else "Terminated", "message": message}
+
+
+def _signal_text(signum: int) -> str:
+    return "Ctrl-C, SIGINT" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
 def _check_syntax(path: str) -> None:

@@ -121,6 +121,9 @@ def _op_table(result: BenchResult, group: str, rows: list[Row]) -> Table:
         peak = "-" if r.peak_fraction is None else _percent(r.peak_fraction)
         if r.peak_fraction is not None and r.peak_source == "measured":
             peak += "*"
+        if r.doubt and not r.projected:
+            spread += " ?"  # not credible: see the notes
+            peak = "?"
         cells: list[str | Text] = [
             r.label,
             _device_label(r),
@@ -132,7 +135,11 @@ def _op_table(result: BenchResult, group: str, rows: list[Row]) -> Table:
             r.bound or "-",
         ]
         if not copies:
-            cells += [_speedup(r.speedup), _speedup(r.speedup_with_transfer)]
+            withheld = Text("?", style="yellow") if r.doubt and r.device != "cpu" else None
+            cells += [
+                withheld or _speedup(r.speedup),
+                withheld or _speedup(r.speedup_with_transfer),
+            ]
         table.add_row(*cells)
     return table
 
@@ -208,10 +215,29 @@ def render(result: BenchResult, console: Console) -> None:
         "* % of a peak measured on this CPU (see notes); GPU rows compare with the catalog. "
         "Above 100% on the CPU: the data fit in its caches, faster than the DRAM copy test.",
         "speed-up = CPU time / this time, same operation, size and dtype.",
+        *_doubt_notes(result.rows),
         *result.notes,
     ]
     parts += [Text(""), *(Text(f"- {n}", style="dim") for n in notes)]
     console.print(Group(*parts))
+
+
+def _doubt_notes(rows: Sequence[Row], most: int = 10) -> list[str]:
+    """The rows marked "?" and why (:mod:`torchplace.bench.credibility`)."""
+    doubtful = [r for r in rows if r.doubt]
+    if not doubtful:
+        return []
+    lines = [
+        f"? {len(doubtful)} row(s) not credible, so their % of peak and the speed-ups "
+        "from them are not shown (run again on a quieter machine):"
+    ]
+    for r in doubtful[:most]:
+        what = f"{r.variant} {r.op}" if r.variant else f"{r.op} {r.precision or ''}".strip()
+        where = _device_label(r) + (" (projected)" if r.projected else "")
+        lines.append(f"  ? {what} {r.label} on {where}: {r.doubt}")
+    if len(doubtful) > most:
+        lines.append(f"  ... and {len(doubtful) - most} more (--json: each row's 'doubt')")
+    return lines
 
 
 class _MissingExtra(RuntimeError):

@@ -58,6 +58,8 @@ class Row:
             in and the result out (measured end to end, or projected over the host link).
         speedup: CPU seconds / these seconds for the same operation, size and dtype.
         speedup_with_transfer: CPU seconds / ``seconds_with_transfer``.
+        doubt: why the measurement (or the speed-up) is not credible, or ``None``
+            (:mod:`torchplace.bench.credibility`).
     """
 
     op: str
@@ -82,6 +84,7 @@ class Row:
     seconds_with_transfer: float | None = None
     speedup: float | None = None
     speedup_with_transfer: float | None = None
+    doubt: str | None = None
 
     @property
     def achieved(self) -> float:

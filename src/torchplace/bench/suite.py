@@ -26,7 +26,7 @@ from typing import Literal
 
 import torch
 
-from torchplace.bench import machine
+from torchplace.bench import credibility, machine
 from torchplace.bench.breakeven import attach_speedups, break_even
 from torchplace.bench.peaks import catalog_peaks, measure_cpu_peaks
 from torchplace.bench.results import BenchResult, Row
@@ -488,6 +488,7 @@ def run_bench(
         progress("done", len(steps), len(steps))
 
     attach_speedups(result.rows)
+    credibility.mark(result.rows)  # before break-even: no crossing drawn from noise
     result.break_even = break_even(result.rows)
     _explain(result, chosen, bool(projected))
     return result

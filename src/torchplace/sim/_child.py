@@ -8,6 +8,7 @@ including a torch build that aborts the process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import runpy
@@ -15,6 +16,7 @@ import signal
 import sys
 import tempfile
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,61 @@ def _write_atomic(path: str, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+class _Tail:
+    """A stream that passes everything on and keeps the last line written (what a script
+    printed before it exited with an error code: argparse's message, a 'usage:' line)."""
+
+    def __init__(self, stream: Any, keep: list[str]) -> None:
+        self._stream = stream
+        self._keep = keep
+
+    def write(self, text: str) -> int:
+        lines = [line.strip() for line in str(text).splitlines()]
+        lines = [line for line in lines if line]
+        if lines:
+            self._keep[:] = [lines[-1][:500]]
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _stopped_at(e: SystemExit, last: list[str]) -> dict[str, Any]:
+    """Where a script that exited with an error code stopped, and what it said last."""
+    record = _simulate._error_record(e)
+    return {
+        "file": record["file"],
+        "line": record["line"],
+        "last_output": last[0] if last else None,
+    }
+
+
+@contextlib.contextmanager
+def _watch_process_group(report: Any) -> Iterator[None]:
+    """Record in ``report.distributed`` whether the script starts a process group (a
+    script that does not, run as N ranks, is N copies of a one-GPU job)."""
+    report.distributed = False
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        yield
+        return
+    if not dist.is_available():
+        yield
+        return
+    init = dist.init_process_group
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        report.distributed = True
+        return init(*args, **kwargs)
+
+    dist.init_process_group = watched
+    try:
+        yield
+    finally:
+        dist.init_process_group = init
+
+
 class Terminated(BaseException):
     """The parent asked the simulated script to stop (SIGTERM, Ctrl-C or --timeout).
 
@@ -69,6 +126,9 @@ def main(argv: list[str]) -> int:
     target: str = config["target"]
     os.environ.update(config.get("env") or {})  # what a launcher such as torchrun sets
     exit_code = 0
+    stopped_at = None
+    last: list[str] = []
+    sys.stdout, sys.stderr = _Tail(sys.stdout, last), _Tail(sys.stderr, last)
     if config.get("plan_gpus"):
         from torchplace import catalog
 
@@ -81,17 +141,20 @@ def main(argv: list[str]) -> int:
         values, scout, decided = _values.scout_first(config)
     stopped = False
     try:
-        with _simulate.simulate(
-            config["gpu"],
-            gpus=config["gpus"],
-            memory=config["memory"],
-            context_bytes=config["context_bytes"],
-            values=values,
-            host_memory_limit=config.get("host_memory_limit"),
-            write_files=config.get("write_files", False),
-            nodes=config.get("nodes", 1),
-            network=config.get("network"),
-        ) as report:
+        with (
+            _simulate.simulate(
+                config["gpu"],
+                gpus=config["gpus"],
+                memory=config["memory"],
+                context_bytes=config["context_bytes"],
+                values=values,
+                host_memory_limit=config.get("host_memory_limit"),
+                write_files=config.get("write_files", False),
+                nodes=config.get("nodes", 1),
+                network=config.get("network"),
+            ) as report,
+            _watch_process_group(report),
+        ):
             if scout is not None:
                 scout.watch(report.state)
             try:
@@ -104,11 +167,24 @@ def main(argv: list[str]) -> int:
                     runpy.run_path(target, run_name="__main__")
             except SystemExit as e:
                 exit_code = _exit_code(e.code)
+                if exit_code:
+                    stopped_at = _stopped_at(e, last)
+            finally:
+                # the script is over; a second Ctrl-C must not cut its report short (the
+                # parent kills a child that takes too long)
+                for s in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(s, signal.SIG_IGN)
     except Exception as e:
         _print_traceback(e)
         exit_code = 1
-    except KeyboardInterrupt:
-        exit_code, stopped = 130, True
+    except KeyboardInterrupt as e:  # Ctrl-C reached the script, which did not handle it
+        _print_traceback(e)
+        exit_code, stopped = 128 + signal.SIGINT, True
+        if report is not None:
+            report.error = {
+                **_simulate._error_record(e),
+                "message": "interrupted (Ctrl-C): the report covers the run until then",
+            }
     except Terminated as e:
         print(f"torchplace sim: {e}", file=sys.stderr)
         exit_code, stopped = 128 + signal.SIGTERM, True
@@ -130,7 +206,9 @@ def main(argv: list[str]) -> int:
     if report is not None:
         _values.explain(report, scout, decided)
         report.exit_code = exit_code
+        report.stopped_at = stopped_at
         report.script = target
+        report.conclude()
         if config.get("timeline"):  # torchplace sim --html / --png
             report.add_timelines()
         if config.get("snapshot") and report.state is not None:  # --snapshot

@@ -2,13 +2,18 @@
 
 - Saving: a simulated tensor's storage is tagged with its simulated device (``cuda:N``),
   as a GPU run would tag it, so the file loads the same way on a GPU machine.
-- A simulated run never destroys data: a file that holds simulated tensors is written to
-  the run's scratch folder instead of the path the script gave (unless the run was asked
-  to write files in place), the report lists each such file, and a later ``torch.load`` of
-  that path in the same run reads the scratch copy. With placeholder values there is no
-  data to write: the file holds the tensors' metadata only
-  (``torch.serialization.skip_data``), so it can never pass for a real checkpoint — loading
-  it outside a simulation fails.
+- Where a file of simulated tensors goes (the rule, documented in docs/sim.md, "Files the
+  script saves"): a simulated run never destroys data.
+  - With real values a file goes where the script says, unless that path holds a file
+    the run did not make (one that existed, unchanged, before the simulation began): then
+    the write goes to the run's scratch folder, and the report names both paths. A file
+    the run made it may replace (last.pt each epoch).
+  - With placeholder values there is no data to write: the file holds the tensors'
+    metadata only (``torch.serialization.skip_data``), so it can never pass for a real
+    checkpoint, and it goes to the scratch folder.
+  - ``write_files=True`` (``--write-files``; the pytest plugin, whose tests save where
+    the test says) writes every file where the script says.
+  A later ``torch.load`` of a redirected path in the same run reads the scratch copy.
 - Loading: storages tagged ``cuda:N`` (a file saved on a real GPU) land on simulated
   ``cuda:N`` when no ``map_location`` says otherwise, and are accounted there, as they would
   be on a GPU machine; ``map_location="cpu"`` keeps them on the host.
@@ -21,6 +26,7 @@ import io
 import os
 import pickle
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -52,6 +58,8 @@ class SimFiles:
         self.in_place = in_place
         self.redirects: dict[str, str] = {}  # the script's path -> where it was written
         self.placeholders: set[str] = set()  # files written without data
+        self.created: set[str] = set()  # paths this run made (it may write them again)
+        self.started_ns = time.time_ns()
         self.scratch: str | None = None
 
     # --- torch.serialization's tagger and deserializer ----------------------------------
@@ -117,34 +125,69 @@ class SimFiles:
         return False
 
     def target(self, path: str | os.PathLike[str], obj: Any) -> tuple[str, bool]:
-        """Where a save of ``obj`` to ``path`` goes, and whether it is data-less."""
+        """Where a save of ``obj`` to ``path`` goes, and whether it is data-less (the rule
+        is in the module docstring)."""
         path = os.fspath(path)
-        if self.in_place or not self.holds_simulated(obj):
+        absolute = os.path.abspath(path)
+        if not self.holds_simulated(obj):
+            self._creates(absolute)
+            return path, False
+        placeholder = not self.state.real
+        if self.in_place:
+            self._creates(absolute)
+            self._record(absolute, absolute, "in place (write_files)")
+            if placeholder:
+                self.placeholders.add(absolute)
+            return path, placeholder
+        if not placeholder and absolute not in self.redirects and self._ours(absolute):
+            self._creates(absolute)
+            self._record(absolute, absolute, "made by this run")
             return path, False
         if self.scratch is None:
             self.scratch = tempfile.mkdtemp(prefix="torchplace-sim-files-")
-        absolute = os.path.abspath(path)
         written = os.path.join(self.scratch, absolute.strip(os.sep).replace(os.sep, "__"))
         self.redirects[absolute] = written
-        placeholder = not self.state.real
         if placeholder:
             self.placeholders.add(written)
+            why = "placeholder values: the file holds shapes only, never in your folders"
         else:
             self.placeholders.discard(written)
+            why = "a file the run did not create is there: a simulation never replaces it"
+        self._record(absolute, written, why)
+        return written, placeholder
+
+    def _ours(self, absolute: str) -> bool:
+        """Whether the run may write ``absolute``: nothing is there, or what is there was
+        made (or changed) since the simulation began."""
+        if absolute in self.created:
+            return True
+        try:
+            return os.stat(absolute).st_ctime_ns >= self.started_ns
+        except FileNotFoundError:
+            return not os.path.lexists(absolute)  # a dangling link is not ours to follow
+        except OSError:
+            return False
+
+    def _creates(self, absolute: str) -> None:
+        if not os.path.lexists(absolute):
+            self.created.add(absolute)
+
+    def _record(self, path: str, written: str, why: str) -> None:
         entry = {
-            "path": absolute,
+            "path": path,
             "written_to": written,
             "values": "real" if self.state.real else "placeholder (metadata only)",
+            "why": why,
         }
         if entry not in self.state.files:
             self.state.files.append(entry)
-        return written, placeholder
 
     def source(self, path: str | os.PathLike[str]) -> tuple[str, bool]:
         """Where a load of ``path`` reads from in this run, and whether it is data-less."""
-        written = self.redirects.get(os.path.abspath(os.fspath(path)))
+        absolute = os.path.abspath(os.fspath(path))
+        written = self.redirects.get(absolute)
         if written is None:
-            return os.fspath(path), False
+            return os.fspath(path), absolute in self.placeholders
         return written, written in self.placeholders
 
     def save(self, real: Callable[..., Any], obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:

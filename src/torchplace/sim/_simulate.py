@@ -156,10 +156,10 @@ def simulate(
             against the memory available at the time: an operation that would not fit the
             simulated GPU raises its ``torch.OutOfMemoryError``; one that fits the GPU but
             not the host raises :class:`HostMemoryError` (``"auto"``: switches).
-        write_files: let ``torch.save`` of simulated tensors write where the script says;
-            by default such files go to a scratch folder the report names, so a simulated
-            run never replaces a real checkpoint (``torch.load`` of the same path in the
-            run reads them back).
+        write_files: let every ``torch.save`` of simulated tensors write where the script
+            says. By default a file goes there only when it holds real values and replaces
+            no file the run did not create; otherwise it goes to a scratch folder the
+            report names (docs/sim.md, "Files the script saves").
 
     Yields:
         The :class:`SimReport`, filled in when the block exits (also when it raises).
@@ -280,7 +280,7 @@ def simulate(
         torch_version=torch.__version__,
         values=values,
         assumptions=[
-            f"{spec.name}: {spec.bandwidth_bytes_per_s / 1e12:.2f} TB/s, dense peaks "
+            f"{spec.torch_name}: {spec.bandwidth_bytes_per_s / 1e12:.2f} TB/s, dense peaks "
             + ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in spec.peak_flops.items()),
             "each kernel is priced by its class (matrix products and convolutions by tiles "
             "and waves, attention by its kernel, the rest at the achievable bandwidth) plus "

@@ -33,7 +33,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchplace._units import format_bytes
-from torchplace.sim.report import seconds_text, time_row, usd_text
+from torchplace.sim.summary import (
+    Table,
+    device_table,
+    file_lines,
+    live_table,
+    moves_table,
+    place,
+    plan_table,
+    process_table,
+    rank_tables,
+    seconds_text,
+    time_table,
+    verdict,
+    verdict_class,
+)
 from torchplace.sim.timeline import COLOURS, sections, unit
 
 if TYPE_CHECKING:
@@ -50,7 +64,7 @@ def _e(value: Any) -> str:
 
 
 def _where(file: str | None, line: int | None) -> str:
-    return f"{Path(file).name}:{line}" if file else "-"
+    return place(file, line) if file else "-"
 
 
 def write_html(report: SimReport, path: str | Path) -> None:
@@ -65,13 +79,25 @@ def render_html(report: SimReport) -> str:
     secs = sections(report)
     body = [_header(report)]
     if report.plan:
-        body.append(_plan(report.plan, report.costs))
+        body.append(
+            _section_of(
+                plan_table(report.plan, report.costs), "the timelines below are of the first run"
+            )
+        )
+    body += [_section_of(t) for t in rank_tables(report)]
+    if not report.ranks:
+        body += [_section_of(device_table(report)), _section_of(live_table(report))]
     data = []
     for n, s in enumerate(secs):
         body.append(_section(n, s, report))
         t = s["timeline"]
         data.append(None if t is None else _points(t))
-    body += [_moves(report), _time(report), _notes(report)]
+    body.append(_moves(report))
+    if not report.ranks:
+        body.append(_section_of(time_table(report)))
+    if report.processes:
+        body.append(_section_of(process_table(report)))
+    body += [_files(report), _notes(report)]
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     return _PAGE.format(
         title=_e(f"torchplace sim — {report.script or 'built-in example'}"),
@@ -83,24 +109,14 @@ def render_html(report: SimReport) -> str:
 
 
 def _header(report: SimReport) -> str:
-    gpu = report.gpu.get("name", "?")
+    gpu = report.gpu.get("torch_name") or report.gpu.get("name", "?")
     n = len(report.devices)
-    if report.oom:
-        o = report.oom
-        verdict = (
-            f"out of memory on cuda:{o['device']} at {_where(o['file'], o['line'])} "
-            f"(asked for {format_bytes(o['requested_bytes'])})"
-        )
-        cls = "bad"
-    elif report.error:
-        e = report.error
-        verdict = f"the script failed at {_where(e.get('file'), e.get('line'))}: {e['type']}"
-        cls = "bad"
-    else:
-        verdict, cls = "fits", "good"
+    v = verdict(report)
+    cls = {True: "good", False: "bad", None: "dim"}[v.ok]
+    details = "".join(f"<p class='dim'>{_e(line)}</p>" for line in v.details)
     return (
         f"<header><h1>{_e(report.script or 'built-in example')} on {n} × simulated {_e(gpu)}"
-        f"</h1><p class='verdict {cls}'>{_e(verdict)}</p><p class='dim'>torchplace sim · "
+        f"</h1><p class='verdict {cls}'>{_e(v.text)}</p>{details}<p class='dim'>torchplace sim · "
         f"values: {_e(report.values)} · torch {_e(report.torch_version)}"
         + (f" · exit code {_e(report.exit_code)}" if report.exit_code is not None else "")
         + " · sizes in GiB = 1024³ bytes (MiB = 1024² bytes)</p>"
@@ -120,51 +136,21 @@ def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
     return f"<table class='{cls}'><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
-def _plan(plan: dict[str, Any], costs: dict[str, Any]) -> str:
+def _section_of(table: Table, note: str | None = None) -> str:
+    """A :class:`~torchplace.sim.summary.Table` as the terminal shows it, as HTML."""
+    where = table.columns.index("verdict") if "verdict" in table.columns else -1
     rows = []
-    per_1000 = costs.get("usd_per_1000_steps", {})
-    order = sorted(plan["gpus"], key=lambda g: (per_1000.get(g["key"], float("inf")),
-                                                g["capacity_bytes"]))  # fmt: skip
-    for g in order:
-        oom = g.get("oom")
-        verdict = (
-            f"<span class='bad'>out of memory at {_e(_where(oom.get('file'), oom.get('line')))}"
-            "</span>"
-            if oom
-            else "<span class='good'>fits</span>"
-        )
-        rows.append(
-            [
-                _e(g["name"] + (f" ×{g['devices']}" if g.get("devices", 1) > 1 else "")),
-                _e(format_bytes(g["capacity_bytes"])),
-                _e(format_bytes(g["peak_allocated_bytes"])),
-                _e(format_bytes(g["peak_reserved_bytes"])),
-                _e(format_bytes(g["headroom_bytes"])) if not oom else "-",
-                verdict,
-                _e(seconds_text(g.get("estimated_step_seconds"))) if not oom else "-",
-                _e((g.get("step") or {}).get("bound", "-")) if not oom else "-",
-                *([_e(usd_text(per_1000.get(g["key"])))] if costs else []),
-            ]
-        )
-    runs = "; ".join(f"ran on {r['gpu']} for {', '.join(r['class'])}" for r in plan["runs"])
+    for row in table.rows:
+        cells = [_e(c) for c in row]
+        if where >= 0:
+            cells[where] = f"<span class='{verdict_class(row[where])}'>{cells[where]}</span>"
+        rows.append(cells)
+    notes = [*table.notes, *([note] if note else [])]
     return (
-        "<section><h2>Which GPUs it fits on</h2>"
-        + _table(
-            [
-                "GPU",
-                "capacity",
-                "peak allocated",
-                "peak reserved",
-                "headroom",
-                "verdict",
-                "step time (est.)",
-                "bound",
-                *(["$ / 1,000 steps"] if costs else []),
-            ],
-            rows,
-            "num",
-        )
-        + f"<p class='dim'>{_e(runs)}; the timelines below are of the first run.</p></section>"
+        f"<section><h2>{_e(table.title)}</h2>"
+        + _table(table.columns, rows, "num")
+        + "".join(f"<p class='dim'>{_e(line)}</p>" for line in notes)
+        + "</section>"
     )
 
 
@@ -176,7 +162,7 @@ def _section(n: int, s: dict[str, Any], report: SimReport) -> str:
         f"{_e(format_bytes(peak))}</b> · peak reserved {_e(format_bytes(s['peak_reserved_bytes']))}"
         f" · capacity {_e(format_bytes(s['capacity_bytes']))} (the allocator may use "
         f"{_e(format_bytes(s['limit_bytes']))}: capacity − CUDA context) · "
-        f"<span class='{'good' if s['verdict'] == 'fits' else 'bad'}'>{_e(s['verdict'])}</span>"
+        f"<span class='{verdict_class(s['verdict'])}'>{_e(s['verdict'])}</span>"
         f" · step (est.) {_e(seconds_text(s['step_seconds']))}</p>"
     )
     if t is None:
@@ -187,7 +173,7 @@ def _section(n: int, s: dict[str, Any], report: SimReport) -> str:
             f"<div class='hover' id='hover-{n}'>Move over the chart to see what was live; "
             "click to pin.</div>"
         )
-        live = _live(t)
+        live = _live(s, t)
     return f"<section class='device'><h2>{_e(s['title'])}</h2>{summary}{chart}{live}</section>"
 
 
@@ -336,15 +322,17 @@ def _points(t: dict[str, Any]) -> dict[str, Any]:
     return {k: t[k] for k in keys}
 
 
-def _live(t: dict[str, Any]) -> str:
-    p = t["peak"]
+def _live(s: dict[str, Any], t: dict[str, Any]) -> str:
+    """What was live at this GPU's peak: by category and by module (the report's figures,
+    as in the tables above), and the largest blocks with the lines that made them."""
     cats = [
         [f"<i class='sw' style='background:{COLOURS[c]}'></i>{_e(c.replace('_', ' '))}",
          _e(format_bytes(b))]
-        for c, b in p.get("by_category", {}).items()
+        for c, b in s["peak_breakdown"].items()
         if b
     ]  # fmt: skip
-    mods = [[_e(m), _e(format_bytes(b))] for m, b in p.get("activations_by_module", {}).items()]
+    modules = s.get("activations_by_module") or t["peak"].get("activations_by_module", {})
+    mods = [[_e(m), _e(format_bytes(b))] for m, b in modules.items()]
     big = [
         [
             _e(format_bytes(b["bytes"])),
@@ -352,7 +340,7 @@ def _live(t: dict[str, Any]) -> str:
             _e(b["module"] or "-"),
             f"<code>{_e(_where(b['file'], b['line']))}</code>",
         ]
-        for b in p.get("largest", [])
+        for b in t["peak"].get("largest", [])
     ]
     return (
         "<div class='live'><div><h3>Live at the peak</h3>"
@@ -366,47 +354,31 @@ def _live(t: dict[str, Any]) -> str:
 
 
 def _moves(report: SimReport) -> str:
+    """The transfers and syncs table the terminal shows, and the transfers by line."""
     names = {"h2d": "host → device", "d2h": "device → host", "d2d": "device → device"}
     rows = [
         [_e(names.get(s["kind"], s["kind"])), f"<code>{_e(_where(s['file'], s['line']))}</code>",
          _e(s["count"]), _e(format_bytes(s["bytes"]))]
         for s in report.transfer_sites[:20]
     ]  # fmt: skip
-    rows += [
-        [_e(f"sync: {s['kind']}"), f"<code>{_e(_where(s['file'], s['line']))}</code>",
-         _e(s["count"]), ""]
-        for s in report.syncs[:20]
-    ]  # fmt: skip
-    totals = ", ".join(
-        f"{names[k]} {v['count']} ({format_bytes(v['bytes'])})"
-        for k, v in report.transfers.items()
-        if v["count"]
+    by_line = (
+        "<h3>Transfers by file and line</h3>"
+        + _table(["what", "where", "count", "bytes"], rows, "num")
+        if rows
+        else ""
     )
-    return (
-        "<section><h2>Transfers and synchronisations, by file and line</h2>"
-        + (_table(["what", "where", "count", "bytes"], rows, "num") if rows else "")
-        + f"<p class='dim'>{_e(totals or 'no transfers')}; each sync makes the CPU wait for "
-        "the GPU.</p></section>"
-    )
+    table = _section_of(moves_table(report))
+    return table.replace("</section>", by_line + "</section>")
 
 
-def _time(report: SimReport) -> str:
-    header = ["device", "per step", "range", "bound", "GPU busy", "host", "throughput", "steps",
-              "whole run"]  # fmt: skip
-    rows = [[_e(cell) for cell in time_row(d)] for d in report.devices]
-    if report.ranks:
-        rows = [
-            [f"rank {r['rank']} of {w['world']}", _e(seconds_text(r.get("step_seconds"))), "-",
-             _e(f"communication {seconds_text(r.get('communication_seconds'))}"), "-", "-",
-             "-", "-", "-"]
-            for w in report.ranks
-            for r in w["ranks"]
-        ]  # fmt: skip
+def _files(report: SimReport) -> str:
+    if not report.files:
+        return ""
+    items = "".join(f"<li>{_e(line)}</li>" for line in file_lines(report))
     return (
-        "<section><h2>Estimated time (the step-time model, not a measurement)</h2>"
-        + _table(header, rows, "num")
-        + "".join(f"<p class='dim'>assumes: {_e(a)}</p>" for a in report.assumptions)
-        + "</section>"
+        "<section><h2>Files the script saved from simulated tensors</h2>"
+        f"<ul>{items}</ul><p class='dim'>The rule: docs/sim.md, 'Files the script saves'.</p>"
+        "</section>"
     )
 
 

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchplace._units import format_bytes
 from torchplace.sim import _advice
+from torchplace.sim.summary import (
+    Table,
+    device_table,
+    device_verdict,
+    file_lines,
+    live_table,
+    module_lines,
+    moves_table,
+    place,
+    plan_table,
+    process_table,
+    rank_tables,
+    seconds_text,
+    time_table,
+    verdict,
+    verdict_class,
+)
 from torchplace.timemodel.step import summarize
 
 if TYPE_CHECKING:
@@ -67,6 +84,15 @@ class SimReport:
     decisions: list[str] = field(default_factory=list)
     ranks: list[dict[str, Any]] = field(default_factory=list)  # --nproc-per-node runs
     exit_code: int | None = None
+    #: "SIGINT" (Ctrl-C) or "SIGTERM" when ``torchplace sim`` passed one on to the script
+    interrupted: str | None = None
+    #: where a script that exited with a non-zero code stopped: ``file``, ``line`` (the
+    #: user's line that raised SystemExit), ``last_output`` (the last line it printed),
+    #: ``hint`` (what to do, when torchplace can tell)
+    stopped_at: dict[str, Any] | None = None
+    #: whether the script called torch.distributed.init_process_group (None: not watched;
+    #: torchplace sim watches)
+    distributed: bool | None = None
     script: str | None = None
     torch_version: str = ""
     values: str = "real"
@@ -113,6 +139,12 @@ class SimReport:
         if self.state is not None:
             self.timelines = [timeline(self.state, d.index) for d in self.state.devices]
 
+    def conclude(self) -> None:
+        """Give each device its verdict from what is known of the run now (the exit code
+        and a signal are known only after the script ends: call again then)."""
+        for d in self.devices:
+            d.verdict = device_verdict(self, d)
+
     def fill(self, state: SimState) -> None:
         """Copy what ``state`` recorded into this report.
 
@@ -148,15 +180,26 @@ class SimReport:
         self.files = [dict(f) for f in state.files]
         self.decisions = sorted(state.decisions)
         self.devices = []
+        from torchplace.sim.timeline import live_at_peak
+
         for dev in state.devices:
+            peak = live_at_peak(state, dev.index)
+            if peak is None:  # the trace stopped growing: the last breakdown taken (≤1% off)
+                breakdown, modules = dict(dev.peak_breakdown), dict(dev.peak_scopes)
+                self.notes.append(
+                    {
+                        "text": f"cuda:{dev.index}: what was live at the peak is from the "
+                        "last breakdown taken (within 1% of the peak): the run's trace hit "
+                        "its size limit",
+                        "count": 1,
+                    }
+                )
+            else:
+                breakdown, modules = peak["by_category"], peak["activations_by_module"]
             est = dev.estimate
             assert est is not None  # simulate() gives every device its estimate
             step = summarize(dev.time_marks, dev.call_marks, est.total.seconds_by_bound)
             alloc = dev.allocator
-            verdict = "fits"
-            if state.oom is not None and state.oom["device"] == dev.index:
-                where = f" at {state.oom['file']}:{state.oom['line']}" if state.oom["file"] else ""
-                verdict = f"out of memory{where}"
             self.devices.append(
                 DeviceReport(
                     index=dev.index,
@@ -166,9 +209,9 @@ class SimReport:
                     peak_allocated_bytes=dev.peak_allocated,
                     peak_reserved_bytes=alloc.peak_reserved_bytes,
                     headroom_bytes=dev.capacity - dev.context_bytes - alloc.peak_reserved_bytes,
-                    verdict=verdict,
-                    peak_breakdown=dict(dev.peak_breakdown),
-                    peak_activations_by_module=dict(dev.peak_scopes),
+                    verdict="",  # conclude(), below
+                    peak_breakdown=breakdown,
+                    peak_activations_by_module=modules,
                     estimated_step_seconds=step.get("step_seconds"),
                     estimated_total_seconds=est.seconds,
                     steps=step.get("steps", 0),
@@ -177,54 +220,58 @@ class SimReport:
                     step=step,
                 )
             )
+        self.conclude()
 
 
-def time_row(d: DeviceReport) -> list[str]:
-    """The estimated-time cells of one device: per step, its range, the bound, the GPU's
-    and the host's time per step, throughput, steps, the whole run."""
-    step = d.step
-    low_high = step.get("step_range_seconds")
-    rng = f"{seconds_text(low_high[0])}–{seconds_text(low_high[1])}" if low_high else "-"
-    return [
-        f"cuda:{d.index}",
-        seconds_text(d.estimated_step_seconds),
-        rng,
-        d.bound or "-",
-        seconds_text(step.get("gpu_seconds")),
-        seconds_text(step.get("host_seconds")),
-        throughput_text(step),
-        str(d.steps),
-        seconds_text(d.estimated_total_seconds),
-    ]
+def draw(table: Table, console: Console) -> None:
+    """Draw a :class:`~torchplace.sim.summary.Table` in the terminal: the title on a line
+    of its own, headers and numbers never cut. A table too wide for the terminal even with
+    its headers and text wrapped between words is drawn one row per paragraph instead
+    (``column value · column value ...``)."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table as RichTable
+
+    console.print(table.title, style="bold", markup=False)
+    where = table.columns.index("verdict") if "verdict" in table.columns else -1
+    widths = []
+    for n, col in enumerate(table.columns):
+        number = col in table.right
+        cells = [row[n] if number else word for row in table.rows for word in row[n].split()]
+        widths.append(max(len(w) for w in [*col.split(), *cells]))
+    if sum(widths) + 2 * len(widths) > console.width:
+        for row in table.rows:
+            parts = [f"{col} {cell}" for col, cell in zip(table.columns[1:], row[1:], strict=True)]
+            console.print(f"{table.columns[0]} {row[0]}: " + " · ".join(parts), markup=False)
+    else:
+        roomy = (
+            sum(max(w, len(c)) for w, c in zip(widths, table.columns, strict=True))
+            + 2 * len(widths)
+            <= console.width
+        )  # every header fits on one line
+        grid = RichTable(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0))
+        for n, col in enumerate(table.columns):
+            number = col in table.right
+            header = col if roomy or not number else "\n".join(col.split())
+            grid.add_column(
+                escape(header),
+                justify="right" if number else "left",
+                min_width=widths[n],
+                no_wrap=number,
+                overflow="fold",
+            )
+        for row in table.rows:
+            cells = [escape(cell) for cell in row]
+            if where >= 0:
+                cells[where] = f"[{_STYLE[verdict_class(row[where])]}]{cells[where]}[/]"
+            grid.add_row(*cells)
+        console.print(grid)
+    for line in table.notes:
+        console.print(f"  {line}", style="dim", markup=False)
 
 
-def usd_text(usd: float | None) -> str:
-    """Dollars for people: cents where they matter, two significant digits below a cent."""
-    if usd is None:
-        return "-"
-    return f"${usd:,.2f}" if usd >= 0.01 else f"${usd:.2g}"
-
-
-def throughput_text(step: dict[str, Any]) -> str:
-    """Samples (and tokens) per second of a step summary, or ``-``."""
-
-    def rate(x: float) -> str:
-        return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
-
-    parts = []
-    if step.get("samples_per_second"):
-        parts.append(f"{rate(step['samples_per_second'])} samples/s")
-    if step.get("tokens_per_second"):
-        parts.append(f"{rate(step['tokens_per_second'])} tokens/s")
-    return ", ".join(parts) or "-"
-
-
-def seconds_text(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s >= 1:
-        return f"{s:.2f} s"
-    return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} µs"
+_STYLE = {"good": "green", "dim": "dim", "bad": "bold red"}
+_VERDICT_STYLE = {True: "bold green", False: "bold red", None: "bold yellow"}
 
 
 def render_plan(
@@ -232,260 +279,66 @@ def render_plan(
 ) -> None:
     """The table of every GPU a run was replayed on (``torchplace sim --gpu all``); with
     ``--price``, the cost of 1,000 steps, cheapest first."""
-    from rich.table import Table
-
-    per_1000 = (costs or {}).get("usd_per_1000_steps", {})
-    table = Table(
-        title="Which GPUs it fits on (one run per behaviour class, replayed on each GPU)",
-        title_justify="left",
-    )
-    cols = ["GPU", "capacity", "peak allocated", "peak reserved", "headroom", "verdict",
-            "step time (est.)", "bound"]  # fmt: skip
-    if costs:
-        cols.append("$ / 1,000 steps")
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("GPU", "verdict", "bound") else "right")
-    if per_1000:
-        order = sorted(plan["gpus"], key=lambda g: (per_1000.get(g["key"], float("inf")),
-                                                    g["capacity_bytes"]))  # fmt: skip
-    else:
-        order = sorted(plan["gpus"], key=lambda g: g["capacity_bytes"])
-    for g in order:
-        oom = g.get("oom")
-        if oom:
-            where = f" at {Path(oom['file']).name}:{oom['line']}" if oom.get("file") else ""
-            verdict = f"[bold red]out of memory{where}[/]"
-        else:
-            verdict = "[green]fits[/]"
-        cells = [
-            g["name"] + (f" ×{g['devices']}" if g.get("devices", 1) > 1 else ""),
-            format_bytes(g["capacity_bytes"]),
-            format_bytes(g["peak_allocated_bytes"]),
-            format_bytes(g["peak_reserved_bytes"]),
-            format_bytes(g["headroom_bytes"]) if not oom else "-",
-            verdict,
-            seconds_text(g.get("estimated_step_seconds")) if not oom else "-",
-            (g.get("step") or {}).get("bound", "-") if not oom else "-",
-        ]
-        if costs:
-            cost = per_1000.get(g["key"])
-            cells.append(usd_text(cost))
-        table.add_row(*cells)
-    console.print(table)
-    if costs:
-        console.print(
-            "  cost of 1,000 steps at the hourly prices given (--price), all the run's GPUs "
-            "counted; GPUs without a price show -",
-            style="dim",
-        )
-    for run in plan.get("runs", []):
-        console.print(f"  ran on {run['gpu']} for {', '.join(run['class'])}", style="dim")
-    for line in plan.get("assumptions", []):
-        console.print(f"  assumes: {line}", style="dim")
+    draw(plan_table(plan, costs), console)
 
 
 def render_ranks(sweep: list[dict[str, Any]], console: Console) -> None:
     """Per-rank memory and time of ``torchplace sim --nproc-per-node`` (one table per world)."""
-    from rich.table import Table
-
-    cats = ("parameters", "unsharded_parameters", "gradients", "optimizer_state", "activations",
-            "communication")  # fmt: skip
-    for world in sweep:
-        table = Table(
-            title=f"Per rank: {world['world']} processes ({world['nproc_per_node']} per node × "
-            f"{world['nnodes']} node(s)), each rank simulated on its own",
-            title_justify="left",
-        )
-        for col in ("rank", "peak alloc.", "peak res.", "params", "unsharded", "grads",
-                    "opt. state", "activ.", "comm. bufs", "step (est.)", "comm.",
-                    "verdict"):  # fmt: skip
-            table.add_column(col, justify="left" if col in ("rank", "verdict") else "right")
-        for r in world["ranks"]:
-            err = r.get("error")
-            verdict = f"{err['type']}" if err else r["verdict"]
-            style = "green" if verdict == "fits" else "bold red"
-            table.add_row(
-                f"{r['rank']}",
-                format_bytes(r["peak_allocated_bytes"]),
-                format_bytes(r["peak_reserved_bytes"]),
-                *(format_bytes(r["peak_breakdown"].get(c, 0)) for c in cats),
-                seconds_text(r.get("step_seconds")),
-                seconds_text(r.get("communication_seconds")),
-                f"[{style}]{verdict}[/]",
-            )
-        console.print(table)
-        console.print(
-            "  params: what each rank keeps (under FSDP its shards); unsharded: FSDP's gathered "
-            "full parameters live at the peak; comm.: the collectives' time over the run (setup "
-            "broadcasts included) per step",
-            style="dim",
-        )
-        peaks = {r["peak_allocated_bytes"] for r in world["ranks"]}
-        if len(world["ranks"]) > 1 and len(peaks) == 1:
-            console.print(
-                "  the ranks simulated agree: ranks 0 and the last bound the others (uneven "
-                "shards fall on the last ranks; rank 0 does the extra work, such as saving)",
-                style="dim",
-            )
+    for table in rank_tables(SimReport(ranks=sweep)):
+        draw(table, console)
 
 
 def render(report: SimReport, console: Console) -> None:
-    """Print the report as rich tables (GiB = 1024³ bytes)."""
-    from rich.table import Table
-
+    """Print the report: the verdict first, then the tables (GiB = 1024³ bytes). A run
+    whose own process put nothing on a GPU (a launcher) shows its processes only."""
     if report.plan:
-        render_plan(report.plan, console, report.costs)
-    if report.ranks:
-        render_ranks(report.ranks, console)
-    gpu = report.gpu.get("name", "?")
-    title = f"torchplace sim — {len(report.devices)} × simulated {gpu}"
-    table = Table(title=title, title_justify="left")
-    for col in ("device", "capacity", "peak allocated", "peak reserved", "headroom", "verdict"):
-        table.add_column(col, justify="left" if col in ("device", "verdict") else "right")
-    for d in report.devices:
-        style = "green" if d.verdict == "fits" else "bold red"
-        table.add_row(
-            f"cuda:{d.index}",
-            format_bytes(d.capacity_bytes),
-            format_bytes(d.peak_allocated_bytes),
-            format_bytes(d.peak_reserved_bytes),
-            format_bytes(d.headroom_bytes),
-            f"[{style}]{d.verdict}[/]",
-        )
-    console.print(table)
-    console.print(
-        "  reserved = the caching allocator's segments; headroom = capacity − CUDA context "
-        f"({format_bytes(report.devices[0].context_bytes) if report.devices else '-'}) "
-        "− peak reserved. Sizes in GiB = 1024³ bytes.",
-        style="dim",
+        draw(plan_table(report.plan, report.costs), console)
+    for table in rank_tables(report):
+        draw(table, console)
+    gpu = report.gpu.get("torch_name") or report.gpu.get("name", "?")
+    console.print(f"torchplace sim — {len(report.devices)} × simulated {gpu}", style="bold")
+    v = verdict(report)
+    console.print(f"verdict: {v.text}", style=_VERDICT_STYLE[v.ok], markup=False)
+    for line in v.details:
+        console.print(f"  {line}", markup=False)
+    used = any(d.peak_allocated_bytes for d in report.devices) or any(
+        t.get("count") for t in report.transfers.values()
     )
-    if report.values_decision:  # which values the run held (--values), from where, why
-        v = report.values_decision
-        start = v.get("placeholder_from")
-        since = f" from {Path(start['file']).name}:{start['line']} on" if start else ""
-        console.print(f"  values: {v['ran']}{since} — {v['reason']}", style="dim")
-
-    live = Table(title="Live at the peak", title_justify="left")
-    live.add_column("device")
-    cats: tuple[str, ...] = (
-        "parameters", "gradients", "optimizer_state", "activations", "communication", "other"
-    )  # fmt: skip
-    if any(d.peak_breakdown.get("unsharded_parameters") for d in report.devices):
-        cats = ("parameters", "unsharded_parameters", *cats[1:])
-    for c in cats:
-        live.add_column(c.replace("_", " "), justify="right")
-    for d in report.devices:
-        live.add_row(f"cuda:{d.index}", *(format_bytes(d.peak_breakdown.get(c, 0)) for c in cats))
-    console.print(live)
-    for d in report.devices:
-        if d.peak_activations_by_module:
-            top = ", ".join(
-                f"{k} {format_bytes(v)}" for k, v in list(d.peak_activations_by_module.items())[:5]
-            )
-            console.print(f"  cuda:{d.index} activations by module: {top}", style="dim")
-
-    moves = Table(title="Transfers and synchronisations", title_justify="left")
-    moves.add_column("what")
-    moves.add_column("count", justify="right")
-    moves.add_column("bytes / where", justify="right")
-    names = {"h2d": "host → device", "d2h": "device → host", "d2d": "device → device"}
-    for kind, label in names.items():
-        t = report.transfers.get(kind, {"count": 0, "bytes": 0})
-        moves.add_row(label, str(t["count"]), format_bytes(t["bytes"]))
-    for s in report.syncs[:10]:
-        moves.add_row(f"sync: {s['kind']}", str(s["count"]), f"{s['file']}:{s['line']}")
-    console.print(moves)
-    for s in report.syncs[:10]:
-        _print_advice(console, s.get("lint", []), f"sync at line {s['line']}", s["line"])
-
-    est = Table(
-        title="Estimated time (the step-time model, not a measurement)", title_justify="left"
-    )
-    for col in ("device", "per step", "range", "bound", "GPU busy", "host", "throughput",
-                "steps", "whole run"):  # fmt: skip
-        est.add_column(col, justify="left" if col in ("device", "bound") else "right")
-    for d in report.devices:
-        est.add_row(*time_row(d))
-    console.print(est)
-    cost = report.costs.get("usd_per_1000_steps", {}).get(report.gpu.get("key", ""))
-    if cost is not None and not report.plan:
-        price = report.costs["usd_per_hour"][report.gpu["key"]]
-        console.print(f"  1,000 steps cost {usd_text(cost)} at ${price:g} per GPU-hour (--price)")
-    for key in report.costs.get("not_simulated", []):
-        console.print(f"  --price {key}: that GPU was not simulated (add it to --gpu)",
-                      style="dim")  # fmt: skip
-    kinds = {d.step.get("step_kind") for d in report.devices if d.step}
-    if "call" in kinds:
-        console.print("  a step here is one call of the script's outermost module (it takes "
-                      "no optimizer steps)", style="dim")  # fmt: skip
-    if any(d.bound == "host" for d in report.devices):
-        console.print(
-            "  host-bound: Python issues the kernels more slowly than the GPU runs them, so "
-            "a faster GPU would not shorten the step (larger batches, CUDA graphs or "
-            "torch.compile would)",
-            style="dim",
-        )
-    for d in report.devices[:1]:
-        kernels = [o for o in d.estimate.get("top_ops", [])[:5] if o.get("seconds")]
-        if kernels:
-            console.print(
-                f"  cuda:{d.index} top kernels: "
-                + ", ".join(
-                    f"{o['op']} {seconds_text(o['seconds'])} ({o['bound']})" for o in kernels
-                ),
-                style="dim",
-            )
-    for a in report.assumptions:
-        console.print(f"  assumes: {a}", style="dim")
-
+    if used or not report.processes:
+        draw(device_table(report), console)
+    if used:
+        draw(live_table(report), console)
+        for line in module_lines(report):
+            console.print(f"  {line}", style="dim", markup=False)
+        draw(moves_table(report), console)
+        draw(time_table(report), console)
     if report.processes:
-        procs = Table(title="Processes the script started (each simulated on its own)",
-                      title_justify="left")  # fmt: skip
-        for col in ("process", "start", "exit", "peak allocated per GPU", "error"):
-            procs.add_column(col)
-        for p in report.processes:
-            sub = p.get("report") or {}
-            peaks = ", ".join(
-                f"cuda:{d['index']} {format_bytes(d['peak_allocated_bytes'])}"
-                for d in sub.get("devices", [])
-                if d["peak_allocated_bytes"]
-            )
-            err = sub.get("error") or {}
-            procs.add_row(
-                f"{p.get('name')} (pid {p.get('pid')})",
-                p.get("start_method", "?"),
-                str(p.get("exit_code")),
-                peaks or "-",
-                f"{err['type']}: {err['message']}" if err else "",
-            )
-        console.print(procs)
+        draw(process_table(report), console)
     if report.files:
-        console.print("Files the script saved from simulated tensors (not written in place):")
-        for f in report.files:
-            console.print(f"  • {f['path']} → {f['written_to']} ({f['values']})")
+        console.print("Files the script saved from simulated tensors:", style="bold")
+        for line in file_lines(report):
+            console.print(f"  • {line}", markup=False)
         console.print(
-            "  (torch.load of these paths in the same run read them back; --write-files "
-            "writes them in place)",
+            "  (the rule: docs/sim.md, 'Files the script saves'; torch.load of a redirected "
+            "path in the same run reads the copy; --write-files writes every file in place)",
             style="dim",
         )
     if report.notes:
-        console.print("Notes (what the simulator approximated or could not model):")
+        console.print("Notes (what the simulator approximated or could not model):", style="bold")
         for n in report.notes:
-            console.print(f"  • {n['text']}" + (f" (×{n['count']})" if n["count"] > 1 else ""))
+            text = f"  • {n['text']}" + (f" (×{n['count']})" if n["count"] > 1 else "")
+            console.print(text, markup=False)
     if report.error:
         e = report.error
-        where = f" at {e['file']}:{e['line']}" if e.get("file") else ""
-        console.print(f"[bold red]error{where}:[/] {e['type']}: {e['message']}")
-        _print_advice(console, e.get("lint", []), "the error", e.get("line"))
-
-
-def _print_advice(
-    console: Console, findings: list[dict[str, Any]], what: str, line: int | None
-) -> None:
-    """The linter's rule behind an event, with its fix (``torchplace lint`` finds it too)."""
-    for f in findings:
-        at = "" if f["line"] == line else f" at line {f['line']}"
-        console.print(f"  {what}: {f['code']}{at} — {f['hint']} ({f['doc']})")
+        where = f" at {place(e.get('file'), e.get('line'))}" if e.get("file") else ""
+        console.print(f"error{where}: {e['type']}: {e['message']}", style="bold red", markup=False)
+        for f in e.get("lint", []):
+            at = "" if f["line"] == e.get("line") else f" at line {f['line']}"
+            console.print(
+                f"  the error: {f['code']}{at} — {f['hint']} (torchplace lint finds it in "
+                "the source)",
+                markup=False,
+            )
 
 
 def print_report(report: SimReport, *, file: Any = None) -> None:
@@ -493,36 +346,56 @@ def print_report(report: SimReport, *, file: Any = None) -> None:
     from rich.console import Console
 
     out = file or sys.stdout
-    width = None if out.isatty() else 120  # pipes and files get whole tables
+    # a terminal's width, or COLUMNS; pipes and files get 120 columns
+    width = None if out.isatty() or os.environ.get("COLUMNS") else 120
     render(report, Console(file=out, highlight=False, width=width))
 
 
 def render_find_max(token: str, results: dict[str, Any], console: Console) -> None:
     """The table of ``torchplace sim --find-max``: each size tried, and the answer per GPU."""
-    from rich.table import Table
-
     for key, result in results.items():
-        table = Table(title=f"{token} on {key} (margin {result.margin:.0%})", title_justify="left")
-        for col in ("size", "peak allocated", "peak reserved", "step time (est.)", "per second",
-                    "verdict"):  # fmt: skip
-            table.add_column(col, justify="left" if col == "verdict" else "right")
+        table = Table(
+            f"{token} on {key} (margin {result.margin:.0%})",
+            ["size", "peak allocated", "peak reserved", "step time (est.)", "per second",
+             "verdict"],
+            right=frozenset({"size", "peak allocated", "peak reserved", "step time (est.)",
+                             "per second"}),
+        )  # fmt: skip
         for p in result.probes:
             fits = p.fits(result.margin)
-            verdict = (
-                "[green]fits[/]"
-                if fits
-                else ("[bold red]out of memory[/]" if p.oom else "[yellow]over the margin[/]")
+            table.rows.append(
+                [
+                    str(p.size),
+                    format_bytes(p.peak_allocated_bytes),
+                    format_bytes(p.peak_reserved_bytes),
+                    seconds_text(p.step_seconds),
+                    f"{p.per_second:,.0f}" if p.per_second else "-",
+                    "fits" if fits else ("out of memory" if p.oom else "over the margin"),
+                ]
             )
-            table.add_row(
-                str(p.size),
-                format_bytes(p.peak_allocated_bytes),
-                format_bytes(p.peak_reserved_bytes),
-                seconds_text(p.step_seconds),
-                f"{p.per_second:,.0f}" if p.per_second else "-",
-                verdict,
-            )
-        console.print(table)
-        if result.largest is None:
+        draw(table, console)
+        if result.stopped:
+            console.print(f"  [bold red]{key}: the search stopped, {result.stopped}.[/]")
+            if result.largest is None:
+                console.print(f"  {key}: no size measured fits.")
+            else:
+                above = result.untried_above
+                if above == result.largest + 1:
+                    console.print(
+                        f"  {key}: the largest {token} that fits is {result.largest} "
+                        f"({above} does not)."
+                    )
+                else:
+                    between = (
+                        f"sizes {result.largest + 1} to {above - 1} were not tried"
+                        if above is not None
+                        else "larger sizes were not tried"
+                    )
+                    console.print(
+                        f"  {key}: of the sizes measured, the largest {token} that fits is "
+                        f"{result.largest} — a lower bound, not the answer ({between})."
+                    )
+        elif result.largest is None:
             console.print(f"  {key}: not even {token} = {result.probes[0].size} fits.")
         else:
             more = " (the largest size tried; --max caps the search)" if result.capped else ""

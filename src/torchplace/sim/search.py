@@ -23,11 +23,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["FindMaxError", "Probe", "SearchResult", "find_max", "search"]
+__all__ = ["FindMaxError", "Probe", "SearchResult", "StopSearch", "find_max", "search"]
 
 
 class FindMaxError(ValueError):
     """The search cannot answer (the size never reaches the GPU, every run fails, ...)."""
+
+
+class StopSearch(Exception):
+    """Raised by a probe to end the search now (the user interrupted it): :func:`search`
+    returns what was measured so far, each result marked ``stopped`` with this message.
+    The size being probed is not recorded: its run did not finish."""
 
 
 @dataclass
@@ -65,6 +71,11 @@ class SearchResult:
     margin: float
     probes: list[Probe] = field(default_factory=list)
     capped: bool = False  # the largest size tried (high) fitted
+    #: why the search ended before its answer (:class:`StopSearch`); ``largest`` is then
+    #: the largest size measured that fits, a lower bound, and ``untried_above`` the first
+    #: size measured above it that does not (None: none was)
+    stopped: str | None = None
+    untried_above: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,6 +106,19 @@ def search(
     if not 0 <= margin <= 0.5:
         raise FindMaxError(f"the margin must be between 0 and 0.5 (50%), got {margin}.")
     cache: dict[int, dict[str, Probe]] = {}
+    try:
+        return _search(probe, cache, low, high, margin)
+    except StopSearch as stop:
+        return _stopped(cache, margin, str(stop))
+
+
+def _search(
+    probe: Callable[[int], dict[str, Probe]],
+    cache: dict[int, dict[str, Probe]],
+    low: int,
+    high: int | None,
+    margin: float,
+) -> dict[str, SearchResult]:
 
     def run(size: int) -> dict[str, Probe]:
         if size not in cache:
@@ -149,6 +173,28 @@ def search(
         )
         for g in gpus
     }
+
+
+def _stopped(
+    cache: dict[int, dict[str, Probe]], margin: float, why: str
+) -> dict[str, SearchResult]:
+    """What a stopped search measured, per GPU: the largest size that fitted so far."""
+    gpus = list(next(iter(cache.values()))) if cache else []
+    results = {}
+    for g in gpus:
+        probes = [cache[s][g] for s in sorted(cache)]
+        fits = [p.size for p in probes if p.fits(margin)]
+        largest = max(fits) if fits else None
+        above = [p.size for p in probes if not p.fits(margin) and p.size > (largest or 0)]
+        results[g] = SearchResult(
+            gpu=g,
+            largest=largest,
+            margin=margin,
+            probes=probes,
+            stopped=why,
+            untried_above=min(above) if above else None,
+        )
+    return results
 
 
 def _flat(cache: dict[int, dict[str, Probe]], gpus: Iterable[str]) -> bool:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from torchplace.sim._state import SimState
     from torchplace.sim.report import SimReport
 
-__all__ = ["COLOURS", "MAX_POINTS", "plot", "sections", "timeline", "unit"]
+__all__ = ["COLOURS", "MAX_POINTS", "live_at_peak", "plot", "sections", "timeline", "unit"]
 
 #: points kept per device for display (a 1280-pixel-wide chart shows no more)
 MAX_POINTS = 2000
@@ -140,7 +140,7 @@ def timeline(state: SimState, device: int, *, max_points: int = MAX_POINTS) -> d
             if category[i] == "activations":
                 name = trace.scopes[trace.scope[i]] if trace.scope[i] >= 0 else _NO_SCOPE
                 modules[name] = modules.get(name, 0) + sign * size[i]
-        if j == peak_at:
+        if j == peak_at and trace.full:
             peak = _peak(state, seq, by_cat, modules, live, category, size)
         if k < len(keep) and keep[k] == j:
             k += 1
@@ -154,6 +154,8 @@ def timeline(state: SimState, device: int, *, max_points: int = MAX_POINTS) -> d
             top = heapq.nlargest(_TOP_MODULES, ((b, m) for m, b in modules.items() if b > 0))
             top_modules.append([[names.setdefault(m, len(names)), b] for b, m in top])
     _fill_times(out["seconds"])
+    if not trace.full:  # else: what the truncated trace held at its own peak, below
+        peak = live_at_peak(state, device) or peak
     return {
         "device": device,
         **out,
@@ -169,6 +171,68 @@ def timeline(state: SimState, device: int, *, max_points: int = MAX_POINTS) -> d
         "peak": peak,
         "events": len(events),
         "truncated": trace.full,
+    }
+
+
+def live_at_peak(state: SimState, device: int) -> dict[str, Any] | None:
+    """What was live on ``cuda:device`` at its peak of allocated bytes: the one computation
+    of it that the report, its JSON, the terminal and the HTML page all show.
+
+    Every allocation and free of the run is in the trace; their rounded sizes, summed in
+    order, reach the peak at one event (the first, if several tie), and the blocks live
+    then are listed by category, activations by module, and the largest. The categories
+    sum to ``allocated_bytes``, which is ``torch.cuda.max_memory_allocated()``.
+
+    Returns:
+        ``seq`` (the peak's event), ``allocated_bytes``, ``by_category`` (every category,
+        bytes), ``activations_by_module`` (the 10 largest), ``largest`` (the 10 largest
+        blocks: bytes, category, module, file, line); None when the trace stopped growing
+        before the end of the run (its peak may be past the trace).
+    """
+    import numpy as np
+
+    state.sync()
+    trace = state.trace
+    if trace.full:
+        return None
+    n = len(trace)
+    mine = np.frombuffer(trace.device, dtype=np.int16, count=n) == device
+    index = np.flatnonzero(mine)
+    start = np.frombuffer(trace.start, dtype=np.int64, count=n)[index]
+    end = np.frombuffer(trace.end, dtype=np.int64, count=n)[index]
+    requested = np.frombuffer(trace.size, dtype=np.int64, count=n)[index]
+    size = np.where(requested > 0, -(-requested // 512) * 512, 0)  # allocator.round_size
+    freed = end >= 0
+    seqs = np.concatenate([start, end[freed]])
+    deltas = np.concatenate([size, -size[freed]])
+    order = np.argsort(seqs, kind="stable")
+    totals = np.cumsum(deltas[order])
+    by_category = dict.fromkeys(CATEGORY_NAMES, 0)
+    if not len(totals) or totals.max() <= 0:
+        return {"seq": 0, "allocated_bytes": 0, "by_category": by_category,
+                "activations_by_module": {}, "largest": []}  # fmt: skip
+    peak_seq = int(seqs[order][int(np.argmax(totals))])
+    live = (start <= peak_seq) & (~freed | (end > peak_seq)) & (size > 0)
+    modules: dict[str, int] = {}
+    blocks = []
+    for i, nbytes in zip(index[live].tolist(), size[live].tolist(), strict=True):
+        category = trace.category_of(i)
+        by_category[category] += nbytes
+        module = trace.scopes[trace.scope[i]] if trace.scope[i] >= 0 else None
+        if category == "activations":
+            name = module or _NO_SCOPE
+            modules[name] = modules.get(name, 0) + nbytes
+        blocks.append((nbytes, i, category, module))
+    largest = heapq.nlargest(_LARGEST, blocks)
+    return {
+        "seq": peak_seq,
+        "allocated_bytes": int(totals.max()),
+        "by_category": by_category,
+        "activations_by_module": dict(sorted(modules.items(), key=lambda mb: -mb[1])[:10]),
+        "largest": [
+            {"bytes": b, "category": c, "module": m, **_frame(state, trace.frame[i])}
+            for b, i, c, m in largest
+        ],
     }
 
 
@@ -225,6 +289,8 @@ def sections(report: SimReport) -> list[dict[str, Any]]:
     what the page and the picture show of it: title, capacity, the allocator's limit
     (capacity − CUDA context), peaks, verdict, estimated step time and the timeline (None
     if the run did not record one, e.g. its process died)."""
+    from torchplace.sim.summary import rank_verdict
+
     out = []
     if report.ranks:
         for world in report.ranks:
@@ -232,13 +298,14 @@ def sections(report: SimReport) -> list[dict[str, Any]]:
                 out.append(
                     {
                         "title": f"rank {r['rank']} of {world['world']} "
-                        f"(cuda:{r['local_rank']}, {report.gpu.get('name', '?')})",
+                        f"(cuda:{r.get('device', r['local_rank'])}, "
+                        f"{report.gpu.get('torch_name') or report.gpu.get('name', '?')})",
                         "capacity_bytes": r["capacity_bytes"],
                         "limit_bytes": r["capacity_bytes"] - r.get("context_bytes", 0),
                         "peak_allocated_bytes": r["peak_allocated_bytes"],
                         "peak_reserved_bytes": r["peak_reserved_bytes"],
                         "peak_breakdown": r["peak_breakdown"],
-                        "verdict": r["error"]["type"] if r.get("error") else r["verdict"],
+                        "verdict": rank_verdict(r),
                         "step_seconds": r.get("step_seconds"),
                         "steps": None,
                         "timeline": r.get("timeline"),
@@ -254,6 +321,7 @@ def sections(report: SimReport) -> list[dict[str, Any]]:
                 "peak_allocated_bytes": d.peak_allocated_bytes,
                 "peak_reserved_bytes": d.peak_reserved_bytes,
                 "peak_breakdown": d.peak_breakdown,
+                "activations_by_module": d.peak_activations_by_module,
                 "verdict": d.verdict,
                 "step_seconds": d.estimated_step_seconds,
                 "steps": d.steps,
