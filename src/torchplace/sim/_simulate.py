@@ -283,8 +283,9 @@ def simulate(
             f"{spec.torch_name}: {spec.bandwidth_bytes_per_s / 1e12:.2f} TB/s, dense peaks "
             + ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in spec.peak_flops.items()),
             "each kernel is priced by its class (matrix products and convolutions by tiles "
-            "and waves, attention by its kernel, the rest at the achievable bandwidth) plus "
-            f"{peaks.launch_seconds * 1e6:.0f} µs on the GPU; the host issues each operation "
+            "and waves, attention by its kernel, the rest at the achievable bandwidth)"
+            + (f" plus {peaks.launch_seconds * 1e6:.1f} µs" if peaks.launch_seconds else "")
+            + "; the host issues each operation "
             f"in {host_seconds * 1e6:.0f} µs (eager PyTorch; "
             "docs/time-model.md); host copies at "
             f"{(peaks.host_bandwidth_bytes_per_s or 0) / 1e9:.0f} GB/s per direction",

@@ -223,9 +223,10 @@ class Scout:
     def short_of_host(self, why: str) -> None:
         """Real values would not fit: placeholders, and this is the run."""
         from torchplace.sim._state import user_frame
+        from torchplace.sim.summary import place
 
         at = user_frame()
-        where = f" at {at[0]}:{at[1]}" if at else ""
+        where = f" at {place(*at)}" if at else ""
         self._become_run(f"placeholder values from the start, because{where} {why}")
 
     def read(self) -> None:
@@ -274,6 +275,7 @@ class Scout:
     def _decide_real(self, event: str, *, where: bool = True) -> None:
         from torchplace._units import format_bytes
         from torchplace.sim._state import user_frame
+        from torchplace.sim.summary import place
 
         self.watching = False  # (writing the decision is no side effect of the script's)
         state = self.state
@@ -288,7 +290,7 @@ class Scout:
             "line": at[1] if at else None,
             "reason": (
                 f"a first look with placeholder values, until {event}"
-                + (f" (at {at[0]}:{at[1]})" if at else "")
+                + (f" (at {place(*at)})" if at else "")
                 + f", found that real values would take at most "
                 f"{format_bytes(state.host_peak)} at once{limit}"
             ),
