@@ -443,10 +443,26 @@ class _Bindings:
         if stacks not in ("python", "all"):
             raise RuntimeError("expected stacks to be 'python', or 'all'")
         skip = rest[2] if len(rest) > 2 else ()
+        self.state.stacks = context if enabled is not None else None
+        self.state.cpp_stacks = stacks == "all"
         self.history.record(
             self.state.trace.seq, enabled, context, max_entries=int(max_entries) or None,
             clear=bool(clear_history), skip=skip,
         )  # fmt: skip
+
+    def allocation_traceback(self, ptr: int) -> list[dict[str, Any]] | None:
+        """torch.cuda.memory._allocation_traceback: the frames recorded for the live block at
+        ``ptr`` (None: no such block, or no traceback was recorded for it)."""
+        from torchplace.sim.snapshot import _frames, _symbolize
+
+        state = self.state
+        state.sync()
+        _symbolize(state)
+        for rec in list(state.storages.values()):
+            if rec.handle == int(ptr):
+                stack = state.trace.stacks.get(rec.trace_index)
+                return _frames(state, -1, stack) if stack else None
+        return None
 
     def record_history_legacy(
         self,
@@ -545,6 +561,12 @@ class _Bindings:
                 state.devices[self.index(device)].allocator.memory_fraction
             ),
             "_cuda_record_memory_history": self.record_history,
+            "_cuda_memoryMetadataSupported": lambda: True,  # the native caching allocator
+            "_cuda_setMemoryMetadata": lambda text: self.history.metadata.append(
+                (state.trace.seq + 1, str(text))
+            ),
+            "_cuda_getMemoryMetadata": lambda: self.history.metadata_at(state.trace.seq + 1),
+            "_cuda_allocationTraceback": self.allocation_traceback,
             "_cuda_record_memory_history_legacy": self.record_history_legacy,
             "_cuda_isHistoryEnabled": lambda: (
                 bool(self.history.events) and self.history.events[-1].end is None

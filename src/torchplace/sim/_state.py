@@ -15,6 +15,7 @@ import functools
 import operator
 import os
 import re
+import runpy
 import sys
 import threading
 import weakref
@@ -62,6 +63,7 @@ _SKIP_PREFIXES = (_TORCH_DIR, _OWN_DIR, "<frozen ", os.path.dirname(os.__file__)
 _STORAGE_DEVICE = torch._C.StorageBase.device  # type: ignore[attr-defined]
 # user programs that ship inside the package (the built-in examples) count as user code
 _USER_FILES = (os.path.join(_OWN_DIR, "sim", "example.py"), os.path.join(_OWN_DIR, "demo.py"))
+_RUNPY = runpy.__file__
 
 
 def is_user_file(filename: str) -> bool:
@@ -219,8 +221,40 @@ class _StorageRef(weakref.ref):
     reports the death. ``weakref.KeyedRef`` without its two Python-level constructor calls
     (one reference per new storage)."""
 
-    __slots__ = ("key",)
+    __slots__ = ("key", "stack")
     key: int
+    stack: Any  # the Python stack where it died, while tracebacks are recorded
+
+
+def _gather_traceback(python: bool, script: bool, cpp: bool) -> Any:
+    from torch._C._profiler import gather_traceback
+
+    return gather_traceback(python, script, cpp)
+
+
+def python_stack(skip: int = 1) -> list[tuple[str, int, str]]:
+    """The Python stack, innermost first, as torch's CapturedTraceback has it for
+    ``torch.cuda.memory._record_memory_history(stacks="python")``, without the simulator's
+    own frames nor the ``runpy`` frames through which ``torchplace sim`` runs the script (a
+    script run with ``python script.py`` has none)."""
+    out: list[tuple[str, int, str]] = []
+    runner = -1  # where a run of runpy frames began in ``out``
+    frame: Any = sys._getframe(skip)
+    while frame is not None:
+        code = frame.f_code
+        name = code.co_filename
+        if name.startswith(_OWN_DIR) and name not in _USER_FILES:
+            if runner >= 0:  # runpy called by the simulator's runner
+                del out[runner:]
+                runner = -1
+        else:
+            if name != _RUNPY:
+                runner = -1
+            elif runner < 0:
+                runner = len(out)
+            out.append((name, frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    return out
 
 
 @dataclass(slots=True)
@@ -317,6 +351,10 @@ class SimState:
     bad_fork: bool = False  # this process was forked after its parent touched CUDA
     cublas_workspace_override: int | None = None  # torch.backends.cuda.cublas_workspace_size
     oom_observers: list[Any] = field(default_factory=list)  # called before an OOM error
+    # the context a memory history records tracebacks for ("state", "alloc", "all"; None:
+    # none): whole Python stacks are kept for allocations, and with "all" for frees too
+    stacks: str | None = None
+    cpp_stacks: bool = False  # stacks="all": C++ frames too (torch's CapturedTraceback)
     side_streams: bool = False  # a stream other than the default one has been current
     optimizers: weakref.WeakSet[torch.optim.Optimizer] = field(default_factory=weakref.WeakSet)
     modules: weakref.WeakSet[torch.nn.Module] = field(default_factory=weakref.WeakSet)
@@ -376,7 +414,10 @@ class SimState:
         return state
 
     def _segment(self, dev: SimDevice, kind: str, address: int, size: int) -> None:
-        self.trace.segment(dev.index, kind, address, size, self.clock(dev.index))
+        stack: Any = None
+        if self.stacks is not None:  # the segment's context (c10's context_when_segment_allocated)
+            stack = _gather_traceback(True, True, True) if self.cpp_stacks else python_stack()
+        self.trace.segment(dev.index, kind, address, size, self.clock(dev.index), stack)
 
     def clock(self, device: int) -> float:
         """The cost model's running time on ``device`` (seconds), the trace's time axis."""
@@ -542,8 +583,15 @@ class SimState:
             self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope, index)
             if self.category_override is not None:
                 self.kinds[key] = self.category_override
+            if self.stacks:
+                if self.cpp_stacks:  # the C++ stack of the operation making it, too
+                    self.trace.tracebacks[index] = _gather_traceback(True, True, True)
+                else:
+                    self.trace.stacks[index] = self.trace.stack(python_stack())
             if finalize:
-                ref = self._refs[key] = _StorageRef(storage, self._died)
+                ref = self._refs[key] = _StorageRef(
+                    storage, self._died_with_stack if self.stacks else self._died
+                )
                 ref.key = key
             if dev.allocator.allocated_bytes > dev.peak_allocated:
                 self._after_alloc(dev)
@@ -756,7 +804,12 @@ class SimState:
             "device instead: `with torch.device('cuda'): model = Model()`."
         )
 
-    def _free_key(self, key: int) -> None:
+    def _died_with_stack(self, ref: _StorageRef) -> None:
+        if self.stacks == "all":  # where the storage died: the free's traceback
+            ref.stack = python_stack(2)
+        self._pending_frees.append(ref)
+
+    def _free_key(self, key: int, stack: Any = None) -> None:
         self._emptied.pop(key, None)
         rec = self.storages.pop(key, None)
         if rec is not None:
@@ -764,15 +817,15 @@ class SimState:
             dev.allocator.free(rec.handle)
             estimate = dev.estimate  # self.clock(device), inline
             time = estimate.seconds if estimate is not None else 0.0
-            self.trace.free(rec.trace_index, time, self.kinds.pop(key, None))
+            self.trace.free(rec.trace_index, time, self.kinds.pop(key, None), stack)
             if self.counts_host:
                 self.host_bytes -= rec.nbytes
 
     def _drain(self) -> None:
         while self._pending_frees:
-            key = self._pending_frees.pop().key
-            self._refs.pop(key, None)
-            self._free_key(key)
+            ref = self._pending_frees.pop()
+            self._refs.pop(ref.key, None)
+            self._free_key(ref.key, getattr(ref, "stack", None))
 
     def sync(self) -> None:
         """Process frees that are pending (storage deaths are recorded asynchronously)."""

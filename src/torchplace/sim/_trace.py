@@ -60,6 +60,15 @@ class Trace:
     frames: list[tuple[str, int, str]] = field(default_factory=list)  # file, line, function
     scopes: list[str] = field(default_factory=list)
     segments: list[tuple[int, int, str, int, int, float]] = field(default_factory=list)
+    # while torch.cuda.memory._record_memory_history records tracebacks: the Python stacks
+    # (frame ids, innermost first) of allocations, of frees (by allocation index) and of
+    # segment events (by sequence number)
+    stacks: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    free_stacks: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    segment_stacks: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # with stacks="all": torch's CapturedTraceback of each allocation (Python and C++
+    # frames, symbolized when a snapshot asks)
+    tracebacks: dict[int, Any] = field(default_factory=dict)
     steps: list[tuple[int, float]] = field(default_factory=list)
     ooms: list[tuple[int, int, int, int]] = field(default_factory=list)
     # every priced operation: device, FLOPs, bytes, precision (or "h2d"/"d2h" for host copies)
@@ -133,12 +142,18 @@ class Trace:
         self.scope.append(scope_id)
         return len(self.size) - 1
 
-    def free(self, index: int, time: float, category: str | None) -> None:
+    def stack(self, frames: list[tuple[str, int, str]]) -> tuple[int, ...]:
+        """Frame ids of a Python stack (innermost first)."""
+        return tuple(self._intern(self.frames, self._frame_ids, f) for f in frames)
+
+    def free(self, index: int, time: float, category: str | None, stack: Any = None) -> None:
         self.seq = seq = self.seq + 1  # _next, inline: every free is recorded
         if seq > self.limit and self.truncated_at is None:
             self.truncated_at = seq
         if index < 0 or self.end[index] != -1:
             return
+        if stack is not None:
+            self.free_stacks[index] = self.stack(stack)
         self.end[index] = seq
         self.end_time[index] = time
         if category is not None and self.category[index] == -1:  # set_category, inlined
@@ -148,10 +163,16 @@ class Trace:
         if index >= 0 and category is not None and self.category[index] == -1:
             self.category[index] = _CATEGORY_IDS[category]
 
-    def segment(self, device: int, kind: str, address: int, size: int, time: float) -> None:
+    def segment(
+        self, device: int, kind: str, address: int, size: int, time: float, stack: Any = None
+    ) -> None:
         seq = self._next()
         if not self.full:
             self.segments.append((seq, device, kind, address, size, time))
+            if isinstance(stack, list):
+                self.segment_stacks[seq] = self.stack(stack)
+            elif stack is not None:  # a CapturedTraceback (stacks="all")
+                self.tracebacks[-seq] = stack
 
     def op(
         self,

@@ -26,6 +26,7 @@ Examples:
 
 from __future__ import annotations
 
+import os
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,11 +40,37 @@ if TYPE_CHECKING:
 __all__ = ["MemoryHistory", "dump", "snapshot"]
 
 
-def _frames(state: SimState, index: int) -> list[dict[str, Any]]:
-    if index < 0:
-        return []
-    entry = state.trace.frames[index]
-    return [{"filename": entry[0], "line": entry[1], "name": entry[2] if len(entry) > 2 else ""}]
+def _symbolize(state: SimState) -> None:
+    """Turn the CapturedTracebacks kept with stacks="all" into frame-id stacks (torch's
+    symbolize_tracebacks, as c10's snapshot does), without the simulator's own frames."""
+    trace = state.trace
+    if not trace.tracebacks:
+        return
+    from torch._C._profiler import symbolize_tracebacks
+
+    indices = list(trace.tracebacks)
+    symbolized = symbolize_tracebacks([trace.tracebacks.pop(i) for i in indices])
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for i, frames in zip(indices, symbolized, strict=True):
+        # an allocation's index, or a segment event's sequence number, negated
+        (trace.stacks if i >= 0 else trace.segment_stacks)[abs(i)] = trace.stack(
+            [
+                (f["filename"], int(f["line"]), f["name"])
+                for f in frames
+                if not str(f["filename"]).startswith(own)
+            ]
+        )
+
+
+def _frames(state: SimState, index: int, stack: Any = None) -> list[dict[str, Any]]:
+    """An event's frames: its whole Python stack where one was kept (while a memory history
+    recorded tracebacks), else the user's frame."""
+    frames = state.trace.frames
+    ids = stack if stack is not None else ((index,) if index >= 0 else ())
+    return [
+        {"filename": f[0], "line": f[1], "name": f[2] if len(f) > 2 else ""}
+        for f in (frames[i] for i in ids)
+    ]
 
 
 #: What ``_record_memory_history(context=...)`` records tracebacks for (torch/cuda/memory.py):
@@ -78,6 +105,17 @@ class MemoryHistory:
     contexts: list[_Range] = field(default_factory=list)  # when tracebacks were recorded
     max_entries: int | None = None
     skip: frozenset[str] = frozenset()
+    # torch.cuda.memory._set_memory_metadata: (from trace sequence number, the string)
+    metadata: list[tuple[int, str]] = field(default_factory=list)
+
+    def metadata_at(self, seq: int) -> str:
+        """The user metadata in force at trace sequence number ``seq`` ("" if none)."""
+        value = ""
+        for start, text in self.metadata:
+            if start > seq:
+                break
+            value = text
+        return value
 
     def record(
         self,
@@ -139,39 +177,69 @@ def snapshot(
     def kept(seq: int) -> bool:
         return include_traces and (history is None or history.kept(seq))
 
+    _symbolize(state)
+
+    def allocated_with(i: int) -> list[dict[str, Any]]:
+        """The frames of allocation ``i``'s block (c10's context_when_allocated: gathered
+        while the context was "state" or more)."""
+        if not context(trace.start[i], _BLOCK_CONTEXTS):
+            return []
+        return _frames(state, trace.frame[i], trace.stacks.get(i))
+
     live = {(rec.device, rec.handle): rec.trace_index for rec in state.storages.values()}
+    made: dict[tuple[int, int], tuple[int, ...]] = {}  # a live segment's allocation stack
+    segment_events = []
+    for seq, device, kind, address, size, time in trace.segments:
+        # c10's record_trace gives an event the context when it is "alloc" or "all": a
+        # segment's own (the allocation that made it, the call that freed it, gathered only
+        # with "all"), else for a segment_free the one it was allocated with
+        stack = trace.segment_stacks.get(seq)
+        if kind == "segment_alloc":
+            if stack is not None:
+                made[(device, address)] = stack
+            else:
+                made.pop((device, address), None)
+        elif kind == "segment_free":
+            allocated = made.pop((device, address), None)
+            if not context(seq, ("all",)) or stack is None:
+                stack = allocated
+        if kept(seq):
+            frames = _frames(state, -1, stack) if stack and context(seq, _ALLOC_CONTEXTS) else []
+            segment_events.append((seq, _event(device, kind, address, size, time, frames)))
     segments = []
     for dev in state.devices:
         for seg in dev.allocator.snapshot():
             if pool is not None and tuple(seg["segment_pool_id"]) != tuple(pool):
                 continue
+            stack = made.get((dev.index, seg["address"]))
+            if stack is not None:
+                seg["frames"] = _frames(state, -1, stack)
             for block in seg["blocks"]:
                 index = live.get((dev.index, block["address"]))
-                if (
-                    index is not None
-                    and index >= 0
-                    and context(trace.start[index], _BLOCK_CONTEXTS)
-                ):
-                    block["frames"] = _frames(state, trace.frame[index])
+                if index is not None and index >= 0:
+                    frames = allocated_with(index)
+                    if frames:
+                        block["frames"] = frames
             segments.append(seg)
-    events: list[tuple[int, dict[str, Any]]] = []
+    events: list[tuple[int, dict[str, Any]]] = segment_events
     for i in range(len(trace)):
         device, size, address = trace.device[i], trace.size[i], trace.address[i]
         start, end = trace.start[i], trace.end[i]
         if kept(start):
-            frames = _frames(state, trace.frame[i]) if context(start, _ALLOC_CONTEXTS) else []
+            frames = allocated_with(i) if context(start, _ALLOC_CONTEXTS) else []
             events.append(
                 (start, _event(device, "alloc", address, size, trace.start_time[i], frames))
             )
         if end >= 0 and kept(end):
-            frames = _frames(state, trace.frame[i]) if context(end, ("all",)) else []
+            # c10's free: the free's own context with "all", else the block's allocation one
+            frames = []
+            if context(end, _ALLOC_CONTEXTS):
+                stack = trace.free_stacks.get(i)
+                frames = _frames(state, -1, stack) if stack else allocated_with(i)
             for action in ("free_requested", "free_completed"):
                 events.append(
                     (end, _event(device, action, address, size, trace.end_time[i], frames))
                 )
-    for seq, device, kind, address, size, time in trace.segments:
-        if kept(seq):
-            events.append((seq, _event(device, kind, address, size, time, [])))
     for seq, device, size, frame in trace.ooms:
         if kept(seq):
             frames = _frames(state, frame) if context(seq, _ALLOC_CONTEXTS) else []
@@ -181,8 +249,10 @@ def snapshot(
     events.sort(key=lambda e: e[0])
     traces: list[list[dict[str, Any]]] = [[] for _ in state.devices]
     skip = history.skip if history is not None else frozenset()
-    for _, event in events:
+    for seq, event in events:
         if event["device"] < len(traces) and event["action"] not in skip:
+            # each trace entry carries the user metadata set when it was recorded
+            event["user_metadata"] = history.metadata_at(seq) if history is not None else ""
             traces[event.pop("device")].append(event)
     if history is not None and history.max_entries is not None:
         traces = [t[-history.max_entries :] if history.max_entries > 0 else t[-1:] for t in traces]
