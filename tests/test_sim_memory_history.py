@@ -21,8 +21,8 @@ from torchplace.sim import simulate
 MiB = 1024**2
 
 
-def _allocate(device: str = "cuda") -> torch.Tensor:
-    return torch.empty(MiB, device=device)
+def _allocate(device: str = "cuda", floats: int = MiB) -> torch.Tensor:
+    return torch.empty(floats, device=device)
 
 
 def _release(tensors: list[torch.Tensor]) -> None:
@@ -38,11 +38,12 @@ def _entries(snap: dict[str, Any], device: int = 0) -> dict[str, list[str]]:
     return {e["action"]: _names(e["frames"]) for e in snap["device_traces"][device]}
 
 
-def _run(context: str | None) -> dict[str, Any]:
+def _run(context: str | None, floats: int = 5 * MiB) -> dict[str, Any]:
+    """Allocate and free, by default a whole 20 MiB segment (never split)."""
     torch.cuda.memory.empty_cache()
     torch.cuda.memory._record_memory_history(context=context, stacks="python")
     try:
-        tensors = [_allocate()]
+        tensors = [_allocate(floats=floats)]
         _release(tensors)
         torch.cuda.memory.empty_cache()
         return torch.cuda.memory._snapshot()
@@ -82,6 +83,23 @@ def test_other_contexts_fall_back_or_record_nothing(context: str | None) -> None
             assert entries[action][:2] == ["_allocate", "_run"], action
     else:  # "state": only live blocks carry frames; None: nothing
         assert all(frames == [] for frames in entries.values())
+
+
+def test_a_split_segment_loses_its_context() -> None:
+    # 4 MiB from a 20 MiB segment: the split makes a new head block without the segment's
+    # context (torch's test_memory_plots_free_stack: no "thealloc" in the snapshot with
+    # "state"), so its segment_free has none with "alloc" either
+    with simulate("H100"):
+        entries = _entries(_run("alloc", floats=MiB))
+        assert entries["segment_alloc"][:2] == ["_allocate", "_run"]
+        assert entries["segment_free"] == []
+        torch.cuda.memory._record_memory_history("state", stacks="python")
+        whole, part = _allocate(floats=5 * MiB), _allocate()
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(None)
+        frames = {s["address"]: _names(s["frames"])[:1] for s in snap["segments"]}
+        assert frames[whole.untyped_storage().data_ptr()] == ["_allocate"]
+        assert frames[part.untyped_storage().data_ptr()] == []
 
 
 def test_state_keeps_live_blocks_frames_on_a_second_device() -> None:

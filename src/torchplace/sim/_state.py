@@ -415,9 +415,11 @@ class SimState:
 
     def _segment(self, dev: SimDevice, kind: str, address: int, size: int) -> None:
         stack: Any = None
+        split = False
         if self.stacks is not None:  # the segment's context (c10's context_when_segment_allocated)
             stack = _gather_traceback(True, True, True) if self.cpp_stacks else python_stack()
-        self.trace.segment(dev.index, kind, address, size, self.clock(dev.index), stack)
+            split = kind == "segment_free" and address in dev.allocator.split_segments
+        self.trace.segment(dev.index, kind, address, size, self.clock(dev.index), stack, split)
 
     def clock(self, device: int) -> float:
         """The cost model's running time on ``device`` (seconds), the trace's time axis."""

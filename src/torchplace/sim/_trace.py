@@ -66,6 +66,7 @@ class Trace:
     stacks: dict[int, tuple[int, ...]] = field(default_factory=dict)
     free_stacks: dict[int, tuple[int, ...]] = field(default_factory=dict)
     segment_stacks: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    split_frees: set[int] = field(default_factory=set)
     # with stacks="all": torch's CapturedTraceback of each allocation (Python and C++
     # frames, symbolized when a snapshot asks)
     tracebacks: dict[int, Any] = field(default_factory=dict)
@@ -164,11 +165,20 @@ class Trace:
             self.category[index] = _CATEGORY_IDS[category]
 
     def segment(
-        self, device: int, kind: str, address: int, size: int, time: float, stack: Any = None
+        self,
+        device: int,
+        kind: str,
+        address: int,
+        size: int,
+        time: float,
+        stack: Any = None,
+        split: bool = False,
     ) -> None:
         seq = self._next()
         if not self.full:
             self.segments.append((seq, device, kind, address, size, time))
+            if split:  # a segment_free of a segment that lost its context when first split
+                self.split_frees.add(seq)
             if isinstance(stack, list):
                 self.segment_stacks[seq] = self.stack(stack)
             elif stack is not None:  # a CapturedTraceback (stacks="all")

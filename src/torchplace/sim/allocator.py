@@ -338,6 +338,11 @@ class CachingAllocatorModel:
         self._targets: list[tuple[int, int]] = []
         self._blocks: dict[int, _Block] = {}  # every block, free or live, by address
         self._segments: dict[int, int] = {}  # segment base address -> size
+        #: segments split since their cudaMalloc: c10 keeps a segment's context (the memory
+        #: history's traceback) on the block cudaMalloc made, which a split turns into the
+        #: tail, and a merge keeps only the earlier block's, so after a first split the
+        #: segment's head has none (CUDACachingAllocator.cpp alloc_found_block, try_merge)
+        self.split_segments: set[int] = set()
         self._next_address = _BASE_ADDRESS
         self._stats = {name: _StatArray() for name in _STAT_ARRAYS}
         # The block stats' changes, one row per malloc or free, applied when the stats are
@@ -754,6 +759,8 @@ class CachingAllocatorModel:
             split = size < self._max_split and remaining_size > _SMALL_SIZE
         split_blocks = split_bytes = 0  # the changes of inactive_split and its bytes
         if split:
+            if not already_split:
+                self.split_segments.add(block.address)  # the whole segment, split first now
             remaining = block
             block = _Block(remaining.address, size, remaining.stream, remaining.small)
             block.owner = remaining.owner
@@ -792,7 +799,8 @@ class CachingAllocatorModel:
             if candidate is not None and not candidate.allocated:
                 net_blocks -= 1
                 net_bytes -= self._try_merge_blocks(block, candidate, pool)
-        block.requested = 0
+        # block.requested stays: c10's free_block leaves requested_size, and its snapshot
+        # reports the last request of a cached block (merges keep the freed block's)
         insort(pool.keys, (block.stream, block.size, block.address))
         if block.prev is not None or block.next is not None:
             net_blocks += 1
@@ -896,6 +904,7 @@ class CachingAllocatorModel:
         self._num_device_free += 1
         if self.segment_hook is not None:
             self.segment_hook("segment_free", block.address, block.size)
+        self.split_segments.discard(block.address)
 
 
 # -- data structures ------------------------------------------------------------------------
@@ -914,7 +923,7 @@ class _Block:
         self.stream = stream
         self.small = small
         self.allocated = False
-        self.requested = 0  # bytes asked for, while live
+        self.requested = 0  # bytes asked for when last handed out (kept once cached, as c10)
         self.owner: tuple[int, int] | None = None  # its private pool, if any
         self.prev: _Block | None = None  # neighbours in the same segment
         self.next: _Block | None = None

@@ -192,7 +192,8 @@ def snapshot(
     for seq, device, kind, address, size, time in trace.segments:
         # c10's record_trace gives an event the context when it is "alloc" or "all": a
         # segment's own (the allocation that made it, the call that freed it, gathered only
-        # with "all"), else for a segment_free the one it was allocated with
+        # with "all"), else for a segment_free the one it was allocated with, which a
+        # segment keeps only while it has never been split (allocator.split_segments)
         stack = trace.segment_stacks.get(seq)
         if kind == "segment_alloc":
             if stack is not None:
@@ -202,7 +203,7 @@ def snapshot(
         elif kind == "segment_free":
             allocated = made.pop((device, address), None)
             if not context(seq, ("all",)) or stack is None:
-                stack = allocated
+                stack = None if seq in trace.split_frees else allocated
         if kept(seq):
             frames = _frames(state, -1, stack) if stack and context(seq, _ALLOC_CONTEXTS) else []
             segment_events.append((seq, _event(device, kind, address, size, time, frames)))
@@ -212,7 +213,7 @@ def snapshot(
             if pool is not None and tuple(seg["segment_pool_id"]) != tuple(pool):
                 continue
             stack = made.get((dev.index, seg["address"]))
-            if stack is not None:
+            if stack is not None and seg["address"] not in dev.allocator.split_segments:
                 seg["frames"] = _frames(state, -1, stack)
             for block in seg["blocks"]:
                 index = live.get((dev.index, block["address"]))
