@@ -286,6 +286,30 @@ def test_auto_runs_the_script_once(
         assert event in decision["decided_at"]["event"]
 
 
+@pytest.mark.parametrize(("work", "event"), [("sleep", "waited 2 s without working"),
+                                            ("busy", "the script ended")])  # fmt: skip
+def test_auto_does_not_hold_the_output_of_a_waiting_script(
+    tmp_path: Path, work: str, event: str
+) -> None:
+    """A script that waits (for input, a lock, a sleep) before any event that decides gets
+    real values once it has waited 2 s idle: its output is not held back meanwhile. A busy
+    one (host work) is still being looked at."""
+    script = tmp_path / "wait.py"
+    script.write_text(
+        "import sys, time, torch\n"
+        "x = torch.ones(8, device='cuda')\n"
+        "print('before', flush=True)\n"
+        "end = time.monotonic() + 3\n"
+        f"while time.monotonic() < end:\n    {'time.sleep(0.1)' if work == 'sleep' else 'pass'}\n"
+        "print('after', flush=True)\n"
+    )
+    r = sim("--json", str(script))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("before") == 1 and r.stderr.count("after") == 1
+    decision = json.loads(r.stdout)["values_decision"]
+    assert decision["ran"] == "real" and event in decision["decided_at"]["event"]
+
+
 def test_real_values_stop_with_host_memory_error_and_a_report(tmp_path: Path) -> None:
     script, log = tmp_path / "big.py", tmp_path / "log.txt"
     script.write_text(_OUTER)

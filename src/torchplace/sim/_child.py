@@ -170,6 +170,8 @@ def main(argv: list[str]) -> int:
                 if exit_code:
                     stopped_at = _stopped_at(e, last)
             finally:
+                if scout is not None:
+                    scout.script_over()
                 # the script is over; a second Ctrl-C must not cut its report short (the
                 # parent kills a child that takes too long)
                 for s in (signal.SIGINT, signal.SIGTERM):

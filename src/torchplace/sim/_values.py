@@ -45,6 +45,8 @@ import signal
 import stat
 import sys
 import tempfile
+import threading
+import time
 from typing import Any
 
 __all__ = ["Scout", "choose", "explain", "scout_first"]
@@ -64,6 +66,10 @@ _OUTSIDE = frozenset(
 )  # fmt: skip
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _DECIDED_REAL = "real"
+#: A scout whose script waits this long without working (sleeps, waits for input, a lock or
+#: the network: under a tenth of a CPU busy, no simulated GPU work) decides for real values
+#: there, so the script's output does not wait with it.
+_IDLE_SECONDS = 2.0
 
 
 def choose(requested: str, real_peak_bytes: int | None, limit: int | None) -> str:
@@ -167,6 +173,8 @@ class Scout:
         self.watching = False
         self._held: list[tuple[int, int, Any]] = []  # (fd, saved copy, temporary file)
         self._stdin: Any = None
+        self._deciding = threading.Lock()  # one outcome, once (a thread watches for idling)
+        self._outcome: str | None = None
 
     # --- set up, in the scout ------------------------------------------------------------
     def watch(self, state: Any) -> None:
@@ -189,6 +197,21 @@ class Scout:
         sys.addaudithook(self._audit)
         self._fence_spawn()
         self.watching = True
+        threading.Thread(target=self._watch_idle, name="torchplace-scout", daemon=True).start()
+
+    def _watch_idle(self) -> None:
+        """Decide for real values once the script has waited ``_IDLE_SECONDS`` without
+        working: a first look is worth its held output only while it makes progress."""
+        seq, cpu, since = -1, time.process_time(), time.monotonic()
+        while self.watching:
+            time.sleep(_IDLE_SECONDS / 8)
+            now, used = time.monotonic(), time.process_time()
+            if self.state.trace.seq != seq or used - cpu > (now - since) / 10:
+                seq, cpu, since = self.state.trace.seq, used, now
+            elif now - since >= _IDLE_SECONDS:
+                self._decide_real(
+                    f"the script waited {_IDLE_SECONDS:g} s without working", where=False
+                )
 
     def _fence_spawn(self) -> None:
         """multiprocessing's spawn and forkserver start processes without an audit event
@@ -239,9 +262,14 @@ class Scout:
         if self.watching:
             self._decide_real("the first optimizer step ended")
 
+    def script_over(self) -> None:
+        """The script has returned: what follows (the simulation's own clean-up) is not the
+        script's doing, and the fence is lifted."""
+        self.watching = False
+
     def finish(self, stopped: bool) -> None:
         """The script ended (``stopped``: by a signal or Ctrl-C, which the run reports)."""
-        if not self.watching:
+        if self._outcome is not None:
             return
         if stopped:
             self._become_run("placeholder values: the run was stopped before it was decided")
@@ -250,6 +278,12 @@ class Scout:
 
     # --- the two outcomes -----------------------------------------------------------------
     def _become_run(self, reason: str) -> None:
+        with self._deciding:
+            if self._outcome is None:
+                self._outcome = "run"
+                self._let_out(reason)
+
+    def _let_out(self, reason: str) -> None:
         self.watching = False
         self.reason = reason
         self.state.scout = None
@@ -273,6 +307,12 @@ class Scout:
         self._held = []
 
     def _decide_real(self, event: str, *, where: bool = True) -> None:
+        with self._deciding:  # (the other outcome, under way in another thread, ends here)
+            if self._outcome is None:
+                self._outcome = _DECIDED_REAL
+                self._end_unseen(event, where)
+
+    def _end_unseen(self, event: str, where: bool) -> None:
         from torchplace._units import format_bytes
         from torchplace.sim._state import user_frame
         from torchplace.sim.summary import place
@@ -335,7 +375,7 @@ class _FencedInput:
 def _harmless(event: str, args: tuple[Any, ...]) -> bool:
     """A file event that changes nothing a person sees: ``mkdir`` of a folder that exists,
     or on a cache or the simulator's own scratch files (:func:`_exempt`)."""
-    if not args or event not in ("os.mkdir", "os.rename", "os.remove", "os.rmdir"):
+    if not args or event not in ("os.mkdir", "os.rename", "os.remove", "os.rmdir", "shutil.rmtree"):
         return False
     return (event == "os.mkdir" and _exists(args[0])) or _exempt(args[0])
 
