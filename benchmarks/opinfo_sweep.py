@@ -15,6 +15,12 @@ simulated H100 with real values, and the outcomes are compared
    left on the host, the rest on the GPU: the simulation raises where CUDA raises (same
    type) and runs where CUDA runs.
 
+Each sample is compared with CUDA's outcome for the same call (matched by
+``opinfo_cases.fingerprint``: shapes, strides and arguments), and the script runs itself
+with ``PYTHONHASHSEED`` set as the generator does: some OpInfo sample functions iterate
+over a set of strings, whose order, and so the values drawn for each sample, follows the
+process's string hashing.
+
 A pair whose samples CUDA handed to a library for a dtype OpInfo says CUDA lacks (integer
 convolutions in cuDNN, half-precision linear algebra in cuSOLVER) counts as unsupported:
 OpInfo's list is then the only word on it. Every remaining difference is printed with what
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import re
 import sys
 import time
@@ -115,7 +122,8 @@ def sweep(
     truth: dict[str, Any], *, every: int = 1, only: list[str] | None = None
 ) -> dict[str, Tally]:
     """Run the cases on a simulated H100 and tally the three measures."""
-    tallies = {k: Tally() for k in ("supported", "unsupported", "mixing", "unknown")}
+    keys = ("supported", "unsupported", "mixing", "unknown", "unmatched")
+    tallies = {k: Tally() for k in keys}
     ops = [op for op in cases.ops() if cases.key(op) in truth["ops"]]
     ops = sorted(ops, key=cases.key)
     ops = [op for op in ops if op.name in only or cases.key(op) in only] if only else ops[::every]
@@ -128,7 +136,7 @@ def sweep(
                     continue
                 _pair(op, dtype, outcomes, info, tallies)
             for mixing in info.get("mixing", ()):
-                _mixing(op, mixing, tallies["mixing"])
+                _mixing(op, mixing, tallies["mixing"], tallies["unmatched"])
     return tallies
 
 
@@ -152,7 +160,7 @@ def _pair(
         tally.add(False, f"{name}: no samples ({e})")
         return
     good, exact, why = True, True, ""
-    for k, (sample, want) in enumerate(zip(samples, outcomes, strict=False)):
+    for k, (sample, want) in enumerate(_matched(samples, outcomes, tallies["unmatched"], name)):
         result = want["result"]
         if result == "unknown":
             continue
@@ -171,17 +179,46 @@ def _pair(
     tally.add(good, f"{name} {why}", exact)
 
 
+def _matched(
+    samples: list[Any], outcomes: list[Any], unmatched: Tally, name: str
+) -> list[tuple[Any, Any]]:
+    """Each sample with CUDA's outcome for the same call: the next unused outcome of its
+    fingerprint (``opinfo_cases.fingerprint``; by position in data made without them). A
+    sample CUDA's data lacks (a process that made them in another order, and picked
+    others: see ``opinfo_cases.HASH_SEED``) is counted apart, not compared."""
+    if not any("id" in o for o in outcomes):
+        return list(zip(samples, outcomes, strict=False))
+    left = list(outcomes)
+    pairs = []
+    for k, sample in enumerate(samples):
+        fp = cases.fingerprint(sample)
+        found = next((o for o in left if o.get("id") == fp), None)
+        if found is None:
+            unmatched.add(False, f"{name} sample {k}: not in CUDA's data")
+            continue
+        left.remove(found)
+        pairs.append((sample, found))
+    return pairs
+
+
 def _first_line(err: Exception) -> str:
     return str(err).split("\n", 1)[0][:500]
 
 
-def _mixing(op: Any, mixing: dict[str, Any], tally: Tally) -> None:
+def _mixing(op: Any, mixing: dict[str, Any], tally: Tally, unmatched: Tally) -> None:
     try:
-        sample = cases.samples(op, mixing["dtype"])[mixing["sample"]]
+        made = cases.samples(op, mixing["dtype"])
     except Exception as e:
         for case in mixing["cases"]:
             tally.add(False, f"{cases.key(op)} host={case['host']}: no sample ({e})")
         return
+    if mixing.get("id") is None:
+        sample = made[mixing["sample"]]
+    else:
+        sample = next((s for s in made if cases.fingerprint(s) == mixing["id"]), None)
+        if sample is None:
+            unmatched.add(False, f"{cases.key(op)} mixing sample {mixing['sample']}: not made here")
+            return
     for case in mixing["cases"]:
         want = case["result"]
         if want in ("values", "unknown"):
@@ -227,7 +264,14 @@ def main(argv: list[str] | None = None) -> int:
         f"  not decided without a GPU: {tallies['unknown'].total} pairs (CUDA's host code hands "
         "them to a library OpInfo says refuses their dtype)"
     )
+    if tallies["unmatched"].total:
+        print(
+            f"  samples not compared: {tallies['unmatched'].total} (made in another order than "
+            f"CUDA's: run with PYTHONHASHSEED={cases.HASH_SEED})"
+        )
     for key, t in tallies.items():
+        if key == "unmatched":
+            continue
         for line in t.differences:
             print(f"[{key}] {line}")
     if args.json:
@@ -241,4 +285,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if os.environ.get("PYTHONHASHSEED") != cases.HASH_SEED:  # the generator's sample order
+        os.environ["PYTHONHASHSEED"] = cases.HASH_SEED
+        os.execv(sys.executable, [sys.executable, *sys.argv])
     sys.exit(main())

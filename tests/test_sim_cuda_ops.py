@@ -274,6 +274,39 @@ def test_device_checks_made_above_dispatch_raise_as_on_cuda() -> None:
         assert [p.shape[0] for p in parts] == [2, 3, 5] and parts[0].device.type == "cuda"
 
 
+def test_a_list_whose_first_tensor_is_on_the_host_is_a_call_on_the_gpu() -> None:
+    """A list argument's tensors are all looked at, not only its first: with a host tensor
+    first, meshgrid's same-device check (above dispatch) still runs as on CUDA, and the
+    operators checked at dispatch (cat, stack) raise CUDA's text."""
+    with simulate("H100"):
+        gpu, host = torch.ones(3, device="cuda"), torch.ones(2)
+        for tensors in ([host, gpu], (host, gpu), [gpu, host]):
+            with pytest.raises(RuntimeError, match=r"^meshgrid expects all tensors to have"):
+                torch.meshgrid(tensors, indexing="xy")
+        with pytest.raises(RuntimeError, match=r"^Expected all tensors to be on the same device"):
+            torch.cat([host, gpu])
+        with pytest.raises(RuntimeError, match=r"^Expected all tensors to be on the same device"):
+            torch.stack((torch.ones(3), gpu))
+        grid = torch.meshgrid([host, host], indexing="ij")  # all on the host: a host call
+        assert grid[0].device.type == "cpu" and list(grid[0].shape) == [2, 2]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16])
+def test_an_empty_integer_avg_pool_runs_as_on_cuda(dtype: torch.dtype) -> None:
+    """CUDA's avg_pool2d counts its output (the 32-bit index check) before its dtype switch,
+    which an empty output never reaches: an empty integer pool runs; a non-empty one raises
+    CUDA's AT_DISPATCH text, not torch's meta function's or the CPU's."""
+    with simulate("H100", values="real"):
+        x = torch.zeros(0, 3, 6, dtype=dtype, device="cuda")
+        assert F.avg_pool1d(x, 2).shape == (0, 3, 3)
+        assert F.avg_pool2d(x.unsqueeze(-1), (2, 1)).shape == (0, 3, 3, 1)
+        name = str(dtype).removeprefix("torch.")
+        short = {"uint8": "Byte", "int16": "Short"}[name]
+        with pytest.raises(RuntimeError, match=f"not implemented for '{short}'$") as info:
+            F.avg_pool2d(torch.ones(1, 3, 6, 6, dtype=dtype, device="cuda"), 2)
+        assert "cuda" in str(info.value)
+
+
 def test_half_ffts_run_on_cudas_path() -> None:
     """The FFTs' C++ takes fp16 only on CUDA (SpectralOps.cpp promote_type_fft): the CPU
     build refuses it above dispatch, the simulation computes it in fp32."""

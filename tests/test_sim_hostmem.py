@@ -112,6 +112,18 @@ def test_the_cpus_cast_copies_count_before_the_op() -> None:
             x / 3  # a float32 result and a float32 copy of x
 
 
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_with_a_wider_dtype_is_measured_not_refused(dtype: torch.dtype) -> None:
+    """float8 promotes with no other dtype (c10's promoteTypes raises), yet CUDA runs a cast
+    between them (ones_like(x, dtype=float64), x.to(float32)): the host check counts the
+    wider copy instead of raising the promotion error."""
+    with simulate("H100", values="real"):
+        x = torch.ones(5, dtype=dtype, device="cuda")
+        assert torch.ones_like(x, dtype=torch.float64).dtype == torch.float64
+        assert torch.randn_like(x, dtype=torch.float16).dtype == torch.float16
+        assert x.to(torch.float32).sum().item() == 5.0
+
+
 def test_the_room_follows_the_memory_available_during_the_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

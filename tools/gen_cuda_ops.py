@@ -103,6 +103,8 @@ def build_runtime(python: str, workdir: Path) -> dict[str, str]:
             f"(driver_types.h, libcudart.so.N):\n{found.stderr[-2000:]}\n"
             "hint: pass --python with a venv that has torch's CUDA wheel installed"
         )
+    import opinfo_cases as cases  # this directory
+
     include, major, torch_dir, cudnn = found.stdout.split()
     # driver_types.h includes crt/host_defines.h, which the runtime wheel does not ship:
     # the host compiler needs none of its definitions
@@ -154,6 +156,7 @@ def build_runtime(python: str, workdir: Path) -> dict[str, str]:
         PYTORCH_NO_CUDA_MEMORY_CACHING="1",  # every block a fresh calloc: reads see zeros
         TRITON_CACHE_DIR=str(workdir / "triton"),
         PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(HERE), env.get("PYTHONPATH", "")]),
+        PYTHONHASHSEED=cases.HASH_SEED,  # the samples in one order, whoever runs this
     )
     return env
 
@@ -340,7 +343,7 @@ def worker(start: int, start_dtype: int) -> None:
             found = []
             mixed = 0
             for sample in samples:
-                entry: dict[str, Any] = {"cpu": run(op, sample)}
+                entry: dict[str, Any] = {"id": cases.fingerprint(sample), "cpu": run(op, sample)}
                 try:
                     entry["cuda"] = run(op, cases.moved(sample, "cuda"))
                 except Exception as e:  # the move itself failed
@@ -494,6 +497,8 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                             outcome = "ok"  # it passed the host code's device checks
                         patterns[(op, pattern)].append(outcome)
                 outcome = _outcome(s["cuda"], supported)
+                if "id" in s:  # the sample's fingerprint (opinfo_cases.fingerprint)
+                    outcome["id"] = s["id"]
                 if isinstance(outcome["result"], list) and s["cpu"]["result"] == "ok":
                     outcome["_only_cuda"] = s["cuda"]["failed"]  # decided below
                 outcomes.append(outcome)
@@ -507,6 +512,7 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                         {
                             "dtype": record["dtype"],
                             "sample": k,
+                            "id": s.get("id"),
                             "cases": [
                                 {"host": m["host"], "result": _result(m["result"]), "out": m["out"]}
                                 for m in s["mixing"]

@@ -12,7 +12,9 @@ ships in every torch wheel (it imports ``expecttest``).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,10 +23,12 @@ from torch.utils._pytree import tree_flatten
 
 __all__ = [
     "DTYPES",
+    "HASH_SEED",
     "MIXING_POSITIONS",
     "MIXING_SAMPLES",
     "SAMPLES",
     "call",
+    "fingerprint",
     "key",
     "moved",
     "ops",
@@ -43,6 +47,13 @@ MIXING_SAMPLES = 2  # samples (of two tensors or more) per operator tried with o
 MIXING_POSITIONS = 4  # tensors per sample tried on the host, in order
 
 
+#: PYTHONHASHSEED for every process that makes samples: some sample functions iterate over a
+#: set of strings (meshgrid's ``{'xy', 'ij'}``), whose order follows the strings' hashes,
+#: which Python randomises per process unless this is set
+HASH_SEED = "0"
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
 def ops() -> list[Any]:
     """OpInfo's operators (dense strided tensors: sparse layouts are not simulated)."""
     from torch.testing._internal.common_methods_invocations import op_db
@@ -59,6 +70,30 @@ def samples(op: Any, dtype: str) -> list[Any]:
     """The first :data:`SAMPLES` samples of ``op`` in ``dtype``, made on the CPU from seed 0."""
     torch.manual_seed(0)
     return list(itertools.islice(op.sample_inputs("cpu", getattr(torch, dtype)), SAMPLES))
+
+
+def fingerprint(sample: Any) -> str:
+    """A short digest of what a sample passes, values and dtypes left out (each tensor's
+    shape and strides; every other argument's repr): the generator records it with each
+    sample's outcome, so a sample is matched with CUDA's outcome for the same call even
+    where two processes made the samples in another order (see :data:`HASH_SEED`). The
+    samples of one operator have the same digests in every dtype, which the data's gzip
+    stores once."""
+
+    def describe(a: Any) -> str:
+        if isinstance(a, torch.Tensor):
+            strides = a.stride() if a.layout == torch.strided else a.layout
+            return f"T({tuple(a.shape)},{strides})"  # the dtype: the same in every dtype's
+        if isinstance(a, (list, tuple)):
+            return "[" + ",".join(describe(x) for x in a) + "]"
+        if isinstance(a, dict):
+            return "{" + ",".join(f"{k}:{describe(v)}" for k, v in sorted(a.items())) + "}"
+        if isinstance(a, (set, frozenset)):
+            return "{" + ",".join(sorted(describe(x) for x in a)) + "}"
+        return _ADDRESS.sub("", repr(a))
+
+    text = describe([sample.input, list(sample.args), sample.kwargs])
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
 def tensor_count(sample: Any) -> int:

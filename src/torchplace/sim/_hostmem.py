@@ -293,7 +293,10 @@ def _temporaries(
         return 0
     widest = tensors[0].dtype
     for t in tensors[1:]:
-        widest = torch.promote_types(widest, t.dtype)
+        try:
+            widest = torch.promote_types(widest, t.dtype)
+        except RuntimeError:  # float8 promotes with nothing (c10 promoteTypes): the larger
+            widest = max(widest, t.dtype, key=lambda d: d.itemsize)
     return sum(t.numel() * widest.itemsize for t in tensors if t.dtype != widest and t.numel() > 1)
 
 

@@ -22,7 +22,18 @@ _INT32_MAX = 2**31 - 1
 def _avg_pool2d_output(args: Any, kwargs: Any) -> int:
     # aten/src/ATen/native/cuda/AveragePool2d.cu avg_pool2d_out_cuda_template:
     # `const int32_t count = safe_downcast<int32_t, int64_t>(output.numel());`
-    meta = [torch.empty_like(a, device="meta") if isinstance(a, torch.Tensor) else a for a in args]
+    # The count is taken before the kernel's dtype switch (AT_DISPATCH_FLOATING_TYPES_AND2,
+    # which an empty output never reaches: CUDA's host code ran an empty uint8 avg_pool1d,
+    # benchmarks/data/opinfo-cuda-*.json.gz), so the shape comes from the meta function in
+    # a dtype it accepts: torch's Python meta_avg_pool2d (torch/_meta_registrations.py)
+    # refuses unsigned integers as the CPU kernel does; CUDA's dtype refusal is the
+    # generated table's (sim/_cuda_ops.py), checked before this
+    meta = [
+        torch.empty_like(a, device="meta", dtype=torch.float32)
+        if isinstance(a, torch.Tensor)
+        else a
+        for a in args
+    ]
     return int(torch.ops.aten.avg_pool2d.default(*meta, **kwargs).numel())
 
 

@@ -893,8 +893,14 @@ class SimFunctionMode(TorchFunctionMode):
         label = None
         shown = local.shown  # self._label inlined (a hot path)
         for a in args:
-            if isinstance(a, (list, tuple)) and a:  # a foreach op's list: its first tensor's
-                a = a[0]
+            if isinstance(a, (list, tuple)):
+                # a list of tensors (torch.cat, torch.meshgrid, a foreach op): a call on a
+                # simulated device if any of them is there, so that code above dispatch which
+                # checks their devices (meshgrid's "same device") runs as on CUDA
+                a = next(
+                    (t for t in a if isinstance(t, torch.Tensor) and self._label(t) is not None),
+                    None,
+                )
             if isinstance(a, torch.Tensor):
                 label = shown[1] if shown and shown[0] == id(a) else self.state.label(a)
                 if label is not None:
