@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
 
-    scripts = sorted(p for p in CASES.glob("*.py") if args.pattern in p.stem)
+    wanted = args.pattern.split(",")
+    scripts = sorted(p for p in CASES.glob("*.py") if any(w in p.stem for w in wanted))
     pythons = {"cpu": args.cpu_python, "cuda": args.cuda_python}
     builds = ["cpu", "cuda"] if args.build == "both" else [args.build]
     missing = [b for b in builds if not pythons[b].exists()]

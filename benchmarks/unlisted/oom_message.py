@@ -8,6 +8,9 @@ import torch
 # TORCH_CHECK_WITH(OutOfMemoryError, ..., "CUDA out of memory. Tried to allocate ",
 # format_size(alloc_size), ". GPU ", device, " has a total capacity of ", ... " of which ",
 # ... " is free. ", "Including non-PyTorch memory, this process has ", ...); stats.num_ooms += 1.
+# The "Including non-PyTorch memory, this process has X memory in use." part is
+# reportProcessMemoryInfo (same file): NVML's running processes, this one named so; Linux
+# wheels build with PYTORCH_C10_DRIVER_API_SUPPORTED, so a real GPU always prints it.
 # torch.cuda.OutOfMemoryError is torch.OutOfMemoryError (torch/cuda/__init__.py).
 assert torch.cuda.OutOfMemoryError is torch.OutOfMemoryError
 assert issubclass(torch.OutOfMemoryError, RuntimeError)
