@@ -338,3 +338,32 @@ def test_host_item_skips_the_simulator_but_not_a_users_dispatch_mode() -> None:
         assert x.item() == 2.0
     # the simulated tensor's read syncs; the host's do not
     assert [(s["kind"], s["count"]) for s in report.syncs] == [("item", 1)]
+
+
+@pytest.mark.parametrize("values", ["real", "placeholder"])
+def test_an_explicit_host_device_wins_over_the_source_tensors(values: str) -> None:
+    """``zeros_like(x, device="cpu")`` and ``x.new_zeros(n, device="cpu")`` read only x's
+    shape and dtype: the result is on the host, as on a GPU (torch/_torch_docs.py:
+    "device ... Default: if None, defaults to the device of input")."""
+    with simulate("H100", gpus=2, values=values) as report:
+        x = torch.ones(2, 3, device="cuda:1", dtype=torch.float16)
+        made = [
+            torch.zeros_like(x, device="cpu"),
+            torch.empty_like(x, device=torch.device("cpu")),
+            torch.full_like(x, 7, device="cpu"),
+            torch.rand_like(x, device="cpu", dtype=torch.float32),
+            torch.randint_like(x, 5, device="cpu"),
+            x.new_ones((4,), device="cpu"),
+            x.new_empty((4,), device="cpu"),
+            x.new_full((2,), 1.5, device="cpu"),
+        ]
+        for t in made:
+            assert t.device == torch.device("cpu") and not t.is_meta
+        assert float(made[2][0, 0]) == 7.0 and float(made[5].sum()) == 4.0
+        # without device=, and with another GPU, the rule is unchanged
+        assert torch.zeros_like(x).device == torch.device("cuda", 1)
+        assert torch.zeros_like(x, device="cuda:0").device == torch.device("cuda", 0)
+        assert x.new_zeros(3).device == torch.device("cuda", 1)
+        c = torch.ones(3)
+        assert torch.ones_like(c, device="cuda").device == torch.device("cuda", 0)
+    assert report.transfers["d2h"]["count"] == 0  # nothing was copied

@@ -98,6 +98,7 @@ _PROPERTY_ACCESS = frozenset(("__get__", "__set__"))
 _METHOD_WRAPPER = type(vars(torch._C.TensorBase)["shape"].__get__)
 _SEEDED = torch.Tag.nondeterministic_seeded
 _DYNAMIC = torch.Tag.dynamic_output_shape
+_HOST = -1  # the label of an explicit device= on the host (see SimFunctionMode.on)
 _INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_")
 _INDEX_LIMITS = _index_limits.LIMITS  # ops whose CUDA kernel indexes with 32 bits only
 _DTYPE_RULES = {"aten::_scaled_mm"}  # ops _rules.check_dtypes checks
@@ -304,7 +305,7 @@ class SimDispatchMode(TorchDispatchMode):
         ):  # C++ (an autograd node) moving placeholders to the host
             return self._placeholders_to_host(args[0], kwargs, labels[id(args[0])])
         if explicit is not None:
-            out_label: int | None = explicit
+            out_label: int | None = None if explicit == _HOST else explicit
         elif labels:
             if on_host or op.host_arguments or (len(labels) > 1 and len(set(labels.values())) > 1):
 
@@ -668,6 +669,13 @@ def _group_size(args: Any, kwargs: Any) -> int:
     return ints[0] if ints else 1
 
 
+def _metadata_factory(func: Any) -> bool:
+    """``torch.*_like`` and ``Tensor.new_*``: factories that read only their tensor
+    argument's metadata, so an explicit ``device=`` decides where the result is."""
+    name = getattr(func, "__name__", "")
+    return name.endswith("_like") or name.startswith("new_")
+
+
 def _to_backing(kwargs: Any, state: SimState) -> bool:
     device = kwargs.get("device")
     return device is not None and torch.device(device).type == state.backing.type
@@ -845,7 +853,7 @@ class SimFunctionMode(TorchFunctionMode):
         without a tensor argument (and, if ``explicit``, every output) are labelled so."""
         local, site = self.local, self.state.site
         saved = local.target, local.explicit, site.frame
-        local.target, site.frame = label, UNKNOWN
+        local.target, site.frame = (None if label == _HOST else label), UNKNOWN
         if explicit:
             local.explicit = label
         try:
@@ -888,6 +896,11 @@ class SimFunctionMode(TorchFunctionMode):
             if label is not None:
                 kwargs = {**kwargs, "device": self.state.backing}
                 with self.on(label, explicit=True):
+                    return _draw(generator, lambda: func(*args, **kwargs))
+            if _metadata_factory(func) and torch.device(device).type == "cpu":
+                # x.new_zeros(n, device="cpu"), zeros_like(x, device="cpu"): the host's
+                # tensor, whatever device x is on (only x's shape and dtype are read)
+                with self.on(_HOST, explicit=True):
                     return _draw(generator, lambda: func(*args, **kwargs))
         local = self.local
         label = None
