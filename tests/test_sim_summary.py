@@ -116,7 +116,7 @@ def test_terminal_json_and_html_agree_on_one_run(tmp_path: Path) -> None:
     assert html["Transfers and synchronisations"][1:] == moves
     h2d = data["transfers"]["h2d"]
     assert moves[0] == ["host → device", str(h2d["count"]), format_bytes(h2d["bytes"])]
-    assert _terminal_rows(terminal, "Estimated time (roofline estimate, not a measurement)")[0][
+    assert _terminal_rows(terminal, "Estimated time (the step-time model, not a measurement)")[0][
         1
     ] == summary.seconds_text(dev["estimated_step_seconds"])
     assert f"verdict: {summary.verdict(report).text}" in terminal

@@ -345,23 +345,19 @@ def test_price_option_adds_cost_per_thousand_steps_sorted(tmp_path: Path) -> Non
 
 
 def test_plan_table_sorts_by_cost() -> None:
-    import io
-
-    from rich.console import Console
-
-    from torchplace.sim.report import render_plan
+    from torchplace.sim.summary import plan_table
 
     rows = [
         {"key": k, "name": k, "capacity_bytes": c, "peak_allocated_bytes": 1, "headroom_bytes": 1,
          "peak_reserved_bytes": 1, "estimated_step_seconds": s, "step": {"bound": "compute"}}
         for k, c, s in (("a", 2, 1.0), ("b", 1, 1.0), ("c", 3, 1.0))
     ]  # fmt: skip
-    buffer = io.StringIO()
     costs = {"usd_per_1000_steps": {"a": 3.0, "c": 1.0}, "usd_per_hour": {}}
-    render_plan({"gpus": rows, "runs": []}, Console(file=buffer, width=200), costs)
-    lines = [line for line in buffer.getvalue().splitlines() if line.startswith("│")]
-    assert [line.split("│")[1].strip() for line in lines] == ["c", "a", "b"]
-    assert "$1.00" in lines[0] and "$3.00" in lines[1]
+    table = plan_table({"gpus": rows, "runs": []}, costs)  # the terminal and the page draw it
+    assert [row[0] for row in table.rows] == ["c", "a", "b"]
+    cost = table.columns.index("$ / 1,000 steps")
+    assert [row[cost] for row in table.rows] == ["$1.00", "$3.00", "-"]
+    assert [row[0] for row in plan_table({"gpus": rows, "runs": []}).rows] == ["b", "a", "c"]
 
 
 def test_catalog_gpus_all_have_a_time_model() -> None:

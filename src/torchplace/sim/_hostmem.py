@@ -242,6 +242,8 @@ def _measure(func: Any, args: Any, kwargs: Any) -> tuple[int, int, tuple[int, ..
     copies: list[Any] = []
     for a in flat:
         if isinstance(a, torch.Tensor):
+            if a.layout != torch.strided:  # sparse and others: refused or kept on the host
+                return 0, 0, ()
             m = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META)
             meta_of[m.untyped_storage()._cdata] = a
             copies.append(m)
@@ -259,6 +261,8 @@ def _measure(func: Any, args: Any, kwargs: Any) -> tuple[int, int, tuple[int, ..
     except Exception:  # no meta function (data-dependent shapes), or an error the real
         return 0, 0, ()  # operation raises itself: nothing known, nothing to hold it back
     out_flat = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    if any(t.layout != torch.strided for t in out_flat):
+        return 0, 0, ()  # (the simulation refuses such outputs plainly after this)
     new: list[int] = []
     for t in out_flat:
         source = meta_of.get(t.untyped_storage()._cdata)  # an argument, or a view of one
