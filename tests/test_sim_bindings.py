@@ -435,3 +435,22 @@ def test_more_than_an_exabyte_is_refused_first() -> None:
     # c10/cuda/CUDACachingAllocator.cpp allocate(): size < one_exa_bytes, before any pool
     with simulate("H100"), pytest.raises(torch.OutOfMemoryError, match="more than 1EB"):
         torch.empty(2**61, dtype=torch.int8, device="cuda")
+
+
+def test_the_caching_allocator_checks_its_own_device_arguments() -> None:
+    """Memory stats open no device guard: c10's assertValidDevice answers a bad ordinal
+    ("Invalid device argument N: did you call init?"), not CUDA's "invalid device ordinal";
+    and a CUDA storage is always shared (StorageMethods.cpp THPStorage_isShared)."""
+    with simulate("H100", gpus=2):
+        x = torch.ones(256, device="cuda:1")
+        assert torch.cuda.memory_allocated(1) == 1024 and torch.cuda.memory_allocated(0) == 0
+        for call in (
+            lambda: torch.cuda.memory_allocated(5),
+            lambda: torch.cuda.max_memory_reserved(2),
+            lambda: torch.cuda.reset_peak_memory_stats(3),
+            lambda: torch.cuda.reset_accumulated_memory_stats(7),
+        ):
+            with pytest.raises(RuntimeError, match=r"Invalid device argument \d: did you call init"):
+                call()
+        assert x.is_shared() and x[1:].untyped_storage().is_shared()
+        assert not torch.ones(2).is_shared()

@@ -301,6 +301,15 @@ class _Bindings:
         i = int(device)
         return self.state.current if i < 0 else self.check(i)
 
+    def allocator_index(self, device: Any) -> int:
+        """A device argument the caching allocator checks itself, opening no device guard
+        (c10/cuda/CUDACachingAllocator.cpp assertValidDevice / checkDeviceIndex, for
+        getDeviceStats and the stat resets)."""
+        i = self.state.current if device is None else int(device)
+        if not 0 <= i < len(self.state.devices):
+            raise RuntimeError(f"Invalid device argument {i}: did you call init?")
+        return i
+
     def lazy_init(self) -> None:
         """torch::utils::device_lazy_init(kCUDA): what C++ calls before it uses CUDA."""
         if not torch.cuda._initialized:
@@ -395,7 +404,7 @@ class _Bindings:
     # --- memory ---------------------------------------------------------------------
     def memory_stats(self, device: Any) -> dict[str, Any]:
         self.state.sync()
-        return _nested(self.state.devices[self.index(device)].allocator.stats())
+        return _nested(self.state.devices[self.allocator_index(device)].allocator.stats())
 
     def raw_alloc(self, size: int, stream: Any = None) -> int:
         d = self.state.current
@@ -497,7 +506,7 @@ class _Bindings:
         def device_stat(method: str) -> Callable[[Any], None]:
             def call(device: Any = None) -> None:
                 state.sync()
-                getattr(state.devices[self.index(device)].allocator, method)()
+                getattr(state.devices[self.allocator_index(device)].allocator, method)()
 
             return call
 

@@ -359,6 +359,11 @@ def patched_torch(
         return address if address is not None else real_storage_data_ptr(self)
 
     real_storage_data_ptr = torch.UntypedStorage.data_ptr
+    real_storage_is_shared = torch.UntypedStorage.is_shared
+
+    def storage_is_shared(self: Any) -> bool:
+        # torch/csrc/StorageMethods.cpp THPStorage_isShared: always True for CUDA storages
+        return state.storage_label(self) is not None or bool(real_storage_is_shared(self))
     real_storage_resize = torch.UntypedStorage.resize_
 
     def storage_resize(self: Any, size: Any) -> Any:
@@ -444,6 +449,7 @@ def patched_torch(
         (torch.Tensor, "record_stream", lambda self, stream: None),
         (torch.UntypedStorage, "data_ptr", storage_data_ptr),
         (torch.UntypedStorage, "resize_", storage_resize),
+        (torch.UntypedStorage, "is_shared", storage_is_shared),
         (torch._C._nn, "_parse_to", parse_to),
         (torch._C, "_group_tensors_by_device_and_dtype", _group_by_device(state)),
         (torch, "compile", _compile),
