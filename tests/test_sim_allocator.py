@@ -534,7 +534,8 @@ def test_oom_message_has_cuda_shape() -> None:
     )
     assert e.message(0) == (
         "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-        "79.11 GiB of which 1.23 GiB is free. Of the allocated memory 70.12 GiB is allocated "
+        "79.11 GiB of which 1.23 GiB is free. Including non-PyTorch memory, this process has "
+        "77.88 GiB memory in use. Of the allocated memory 70.12 GiB is allocated "
         "by PyTorch, and 3.45 GiB is reserved by PyTorch but unallocated. If reserved but "
         "unallocated memory is large try setting PYTORCH_ALLOC_CONF=expandable_segments:True "
         "to avoid fragmentation.  See documentation for Memory Management  "
@@ -553,7 +554,8 @@ def test_oom_message_reports_the_segment_size_and_device() -> None:
         model.malloc(5 * MiB)
     assert str(info.value).startswith(
         "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 1 has a total capacity of "
-        "30.00 MiB of which 16.00 MiB is free. Of the allocated memory 512 bytes is "
+        "30.00 MiB of which 16.00 MiB is free. Including non-PyTorch memory, this process has "
+        "14.00 MiB memory in use. Of the allocated memory 512 bytes is "  # context + reserved
         "allocated by PyTorch, and 2.00 MiB is reserved by PyTorch but unallocated."
     )
 

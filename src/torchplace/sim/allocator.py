@@ -37,9 +37,7 @@ powers of two (:meth:`CachingAllocatorModel.configure`).
 
 Not modelled: ``expandable_segments:True`` (segments that grow by mapping pages),
 ``garbage_collection_threshold`` (it only acts together with a per-process memory
-fraction), ``record_stream``
-(cross-stream uses that delay a free) and the NVML line "Including non-PyTorch memory,
-this process has ..." of the out-of-memory message. ``cudaMalloc`` is assumed to succeed
+fraction) and ``record_stream`` (cross-stream uses that delay a free). ``cudaMalloc`` is assumed to succeed
 exactly when the segment fits in the device memory left over.
 
 Examples:
@@ -217,8 +215,9 @@ class AllocatorOOM(RuntimeError):
         Differences between versions: releases before the device-generic allocator
         configuration name ``PYTORCH_CUDA_ALLOC_CONF`` instead of ``PYTORCH_ALLOC_CONF``;
         PyTorch 2.0 and earlier used another, parenthesised format ("(GPU 0; 79.11 GiB
-        total capacity; ...)"). The real message may also carry NVML's line on
-        per-process usage, which the model does not know.
+        total capacity; ...)"). NVML's line on the process's use (``reportProcessMemoryInfo``)
+        counts everything the GPU does not have free, the simulated GPU being this
+        process's alone.
 
         Args:
             device_index: the CUDA device index to name in the message.
@@ -230,6 +229,9 @@ class AllocatorOOM(RuntimeError):
             f"CUDA out of memory. Tried to allocate {_format_size(self.alloc_size)}. "
             f"GPU {device_index} has a total capacity of {_format_size(self.capacity)} "
             f"of which {_format_size(self.free_device)} is free. "
+            # reportProcessMemoryInfo (NVML): the GPU is this process's alone here
+            f"Including non-PyTorch memory, this process has "
+            f"{_format_size(self.capacity - self.free_device)} memory in use. "
             + (f"{_format_size(self.allowed)} allowed; " if self.allowed is not None else "")
             + f"Of the allocated memory {_format_size(self.allocated)} is allocated by PyTorch, "
             f"and {_format_size(self.reserved - self.allocated)} is reserved by PyTorch but "
