@@ -37,8 +37,8 @@ powers of two (:meth:`CachingAllocatorModel.configure`).
 
 Not modelled: ``expandable_segments:True`` (segments that grow by mapping pages),
 ``garbage_collection_threshold`` (it only acts together with a per-process memory
-fraction) and ``record_stream`` (cross-stream uses that delay a free). ``cudaMalloc`` is assumed to succeed
-exactly when the segment fits in the device memory left over.
+fraction) and ``record_stream`` (cross-stream uses that delay a free). ``cudaMalloc`` is
+assumed to succeed exactly when the segment fits in the device memory left over.
 
 Examples:
     >>> model = CachingAllocatorModel(80 * 1024**3)
