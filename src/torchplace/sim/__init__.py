@@ -47,12 +47,13 @@ _EXPORTS = {
     "print_report": "torchplace.sim.report",
     "render": "torchplace.sim.report",
     "VALUES": "torchplace.sim._simulate",
-    "HostMemoryError": "torchplace.sim._simulate",
+    "HostMemoryError": "torchplace.sim._hostmem",
     "simulate": "torchplace.sim._simulate",
 }
 
 if TYPE_CHECKING:
-    from torchplace.sim._simulate import VALUES, HostMemoryError, simulate
+    from torchplace.sim._hostmem import HostMemoryError
+    from torchplace.sim._simulate import VALUES, simulate
     from torchplace.sim.report import (
         SCHEMA_VERSION,
         DeviceReport,

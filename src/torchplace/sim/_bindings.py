@@ -34,7 +34,13 @@ from torchplace.sim._bindings_graphs import graph_bindings
 from torchplace.sim._bindings_host import PinnedHostMemory
 from torchplace.sim._bindings_reload import reloaded
 from torchplace.sim._bindings_settings import settings_bindings
-from torchplace.sim._bindings_streams import CUDA_TYPE, Timeline, device_clock_khz, stream_classes
+from torchplace.sim._bindings_streams import (
+    CUDA_TYPE,
+    Timeline,
+    device_clock_khz,
+    invalid_ordinal,
+    stream_classes,
+)
 from torchplace.sim._state import SimState, is_user_file, sim_uuid
 from torchplace.sim.allocator import AllocatorOOM
 from torchplace.sim.snapshot import MemoryHistory
@@ -287,8 +293,6 @@ class _Bindings:
     def check(self, device: int) -> int:
         n = self.count()
         if not 0 <= device < n:
-            from torchplace.sim._modes import invalid_ordinal
-
             raise invalid_ordinal(device, n)
         return device
 

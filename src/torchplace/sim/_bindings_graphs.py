@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from torchplace.cost import runs_kernel, tensors_in
+from torchplace.sim._modes import _Op
 from torchplace.sim._state import SimState, storage_key
 
 __all__ = ["graph_bindings"]
@@ -704,8 +705,6 @@ def _replay(state: SimState, dispatch: Any, rec: _Recording, memory: _PoolMemory
 
 
 def _replay_ops(state: SimState, dispatch: Any, rec: _Recording, memory: _PoolMemory) -> None:
-    from torchplace.sim._modes import _Op
-
     device = state.devices[rec.device]
     values: dict[int, Any] = {}
 

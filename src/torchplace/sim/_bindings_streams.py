@@ -30,7 +30,7 @@ import torch
 from torchplace.cost import OpCost
 from torchplace.sim._state import SimState
 
-__all__ = ["CUDA_TYPE", "Timeline", "stream_classes"]
+__all__ = ["CUDA_TYPE", "Timeline", "invalid_ordinal", "stream_classes"]
 
 CUDA_TYPE = 1  # c10::DeviceType::CUDA
 _STREAMS_PER_POOL = 32  # kStreamsPerPool, c10/cuda/CUDAStream.cpp
@@ -39,6 +39,17 @@ _PRIORITY_LEVELS = 4  # max_compile_time_stream_priorities, c10/cuda/CUDAStream.
 _HANDLE_BASE = 0x7F1E_0000_0000
 # c10::EventFlag (c10/core/Event.h): what torch.Event's repr prints as event_flag
 _PYTORCH_DEFAULT, _BACKEND_DEFAULT = 0, 1
+
+
+def invalid_ordinal(index: int, count: int) -> RuntimeError:
+    """CUDA's error for a device ordinal that does not exist."""
+    err = getattr(torch, "AcceleratorError", RuntimeError)
+    return err(
+        "CUDA error: invalid device ordinal\n"
+        f"(simulated: cuda:{index} requested but {count} simulated GPU(s) exist; "
+        "simulate more: --gpus N with torchplace sim, --sim-gpus N with pytest, gpus=N in "
+        "simulate())"
+    )
 
 
 def _native_id(priority_index: int, index: int) -> int:
@@ -197,8 +208,6 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
     def check(device: int) -> None:
         state.init_cuda()
         if not 0 <= device < len(state.devices):
-            from torchplace.sim._modes import invalid_ordinal
-
             raise invalid_ordinal(device, len(state.devices))
 
     def make(cls: type, stream_id: int, device: int, device_type: int = CUDA_TYPE) -> Any:

@@ -53,6 +53,7 @@ __all__ = [
     "FOREACH",
     "INPLACE",
     "POINTWISE",
+    "HostMemoryError",
     "HostRoom",
     "bound_kind",
     "hollow",
@@ -61,6 +62,11 @@ __all__ = [
     "need",
     "outputs",
 ]
+
+
+class HostMemoryError(MemoryError):
+    """Real values of the simulated GPUs' tensors would not fit in host memory."""
+
 
 _GIB = 1024**3
 _META = torch.device("meta")

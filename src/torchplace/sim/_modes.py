@@ -45,14 +45,14 @@ from torchplace.sim import (
     _sdpa,
     _sync_debug,
 )
-from torchplace.sim._bindings_streams import tag_backward_stream
+from torchplace.sim._bindings_streams import invalid_ordinal, tag_backward_stream
 from torchplace.sim._cuda_path import PATH_CACHE as _PATH_CACHE
 from torchplace.sim._cuda_path import applies, cuda_path, path_of, wider
 from torchplace.sim._kernels import REAL_KERNELS
 from torchplace.sim._python_functions import reads_device, unguarded
 from torchplace.sim._state import UNKNOWN, SimState, storage_key
 
-__all__ = ["SimDispatchMode", "SimFunctionMode", "invalid_ordinal", "placeholder_scalar"]
+__all__ = ["SimDispatchMode", "SimFunctionMode", "placeholder_scalar"]
 
 _META = torch.device("meta")
 _PY_FUNCTION = type(lambda: None)
@@ -186,17 +186,6 @@ def _cudnn_layout(args: Any, out: Any) -> Any:
         return torch.empty(out.shape, dtype=out.dtype, device=out.device,
                            memory_format=torch.channels_last)  # fmt: skip
     return out
-
-
-def invalid_ordinal(index: int, count: int) -> RuntimeError:
-    """CUDA's error for a device ordinal that does not exist."""
-    err = getattr(torch, "AcceleratorError", RuntimeError)
-    return err(
-        "CUDA error: invalid device ordinal\n"
-        f"(simulated: cuda:{index} requested but {count} simulated GPU(s) exist; "
-        "simulate more: --gpus N with torchplace sim, --sim-gpus N with pytest, gpus=N in "
-        "simulate())"
-    )
 
 
 def placeholder_scalar(dtype: torch.dtype) -> bool | int | float | complex:

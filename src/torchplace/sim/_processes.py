@@ -22,7 +22,6 @@ other Python processes (``subprocess.run([sys.executable, "train.py"])``, launch
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import multiprocessing.process
@@ -30,16 +29,15 @@ import multiprocessing.spawn
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from torchplace.sim._state import SimState
 
-__all__ = ["ENV", "ProcessSections", "join_simulation", "patched_processes", "spawn_main"]
+__all__ = ["ENV", "ProcessSections", "patched_processes"]
 
 #: the environment variable that names a running simulation's options for its children
 ENV = "TORCHPLACE_SIM_PROCESSES"
@@ -115,7 +113,7 @@ def _join(config):
     global _joined
     _joined = True
     try:
-        from torchplace.sim._processes import join_simulation
+        from torchplace.sim._process_child import join_simulation
     except Exception as e:  # a Python without torchplace: it cannot join
         _write(config, {"simulated": False, "reason": "not simulated: %s cannot import "
                         "torchplace (%s); it saw no GPU" % (_sys.executable, e)})
@@ -233,7 +231,7 @@ def patched_processes(state: SimState, options: dict[str, Any]) -> Iterator[Proc
         i = command.index("-c")
         args = ", ".join(f"{k}={v!r}" for k, v in kwds.items())
         command[i + 1] = (
-            "from torchplace.sim._processes import spawn_main; "
+            "from torchplace.sim._process_child import spawn_main; "
             f"spawn_main({str(sections.config)!r}, {args})"
         )
         return command
@@ -266,85 +264,3 @@ def patched_processes(state: SimState, options: dict[str, Any]) -> Iterator[Proc
                 os.environ[key] = value
         _state = saved_state
         sections.close()
-
-
-def _write_section(config: str, section: dict[str, Any]) -> None:
-    path = Path(config).parent / f"process-{os.getpid()}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(section))
-    os.replace(tmp, path)
-
-
-def spawn_main(config: str, **kwds: Any) -> None:
-    """Entry point of a spawned child: the parent's simulation, then multiprocessing's own
-    ``spawn_main``, then this process's report for the parent."""
-    from torchplace.sim import _simulate
-
-    options = json.loads(Path(config).read_text())
-    section: dict[str, Any] = {
-        "pid": os.getpid(),
-        "ppid": os.getppid(),
-        "start_method": "spawn",
-        "started": time.time(),
-        "exit_code": None,
-        "simulated": True,
-    }
-    code: Any = 0
-    try:
-        with _simulate.simulate(**options) as report:
-            try:
-                multiprocessing.spawn.spawn_main(**kwds)
-            except SystemExit as e:
-                code = e.code
-    finally:
-        current = multiprocessing.process.current_process()
-        section["name"] = current.name
-        section["exit_code"] = code if isinstance(code, int) else 1
-        if "report" in locals():
-            section["report"] = report.to_dict()
-        _write_section(config, section)
-    sys.exit(code)
-
-
-def join_simulation(config: str) -> None:
-    """Enter the simulation that ``config`` describes in this process, until it exits (a
-    Python started by the simulated script, which has just imported torch)."""
-    from torchplace.sim import _simulate
-
-    options = json.loads(Path(config).read_text())
-    section: dict[str, Any] = {
-        "pid": os.getpid(),
-        "ppid": os.getppid(),
-        "argv": list(getattr(sys, "orig_argv", sys.argv)),
-        "start_method": "subprocess",
-        "started": time.time(),
-        "exit_code": 0,
-        "simulated": True,
-    }
-    _simulate._process_ends_with_simulation = True
-    running = _simulate.simulate(**options)
-    report = running.__enter__()
-    failure: list[BaseException] = []
-    real_exit, real_excepthook = sys.exit, sys.excepthook
-
-    def exit(code: Any = None) -> NoReturn:
-        section["exit_code"] = 0 if code is None else code if isinstance(code, int) else 1
-        real_exit(code)
-
-    def excepthook(kind: Any, value: Any, tb: Any) -> None:
-        failure.append(value)
-        section["exit_code"] = 1
-        real_excepthook(kind, value, tb)
-
-    def finish() -> None:
-        sys.exit, sys.excepthook = real_exit, real_excepthook
-        running.__exit__(None, None, None)
-        if failure:
-            report.error = _simulate._error_record(failure[0])
-        report.exit_code = section["exit_code"]
-        report.conclude()
-        section["report"] = report.to_dict()
-        _write_section(config, section)
-
-    sys.exit, sys.excepthook = exit, excepthook
-    atexit.register(finish)

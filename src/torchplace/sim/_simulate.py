@@ -19,7 +19,7 @@ from torchplace.cost import Peaks, StepEstimate, op_cost
 from torchplace.sim._comm import Topology
 from torchplace.sim._cuda_api import cublas_allows_tf32, patched_torch
 from torchplace.sim._distributed import patched_distributed
-from torchplace.sim._hostmem import host_memory
+from torchplace.sim._hostmem import HostMemoryError, host_memory
 from torchplace.sim._modes import SimDispatchMode, SimFunctionMode
 from torchplace.sim._processes import patched_processes
 from torchplace.sim._state import SimState, is_user_file
@@ -46,10 +46,6 @@ def _check_torch_version() -> None:
             f"torch {torch.__version__}. The simulator relies on torch's dispatch internals, "
             "which change between releases: install a supported torch or upgrade torchplace."
         )
-
-
-class HostMemoryError(MemoryError):
-    """Real values of the simulated GPUs' tensors would not fit in host memory."""
 
 
 def _host_memory_limit() -> int | None:

@@ -28,7 +28,7 @@ import torch
 
 from torchplace.cost import OpCost, transfer_seconds
 from torchplace.sim._comm import Topology
-from torchplace.sim._hostmem import HostRoom, host_memory
+from torchplace.sim._hostmem import HostMemoryError, HostRoom, host_memory
 from torchplace.sim._trace import CATEGORY_NAMES, WORKSPACE, Trace
 from torchplace.sim.allocator import AllocatorOOM, CachingAllocatorModel
 
@@ -716,8 +716,6 @@ class SimState:
         if self.auto:
             self.switch_to_placeholders(why)
             return
-        from torchplace.sim._simulate import HostMemoryError
-
         where = user_frame()
         at = f" at {where[0]}:{where[1]}" if where else ""
         self.note("stopped: real values would not fit in host memory")
@@ -796,8 +794,6 @@ class SimState:
         where = user_frame()
         at = f" at {where[0]}:{where[1]}" if where else ""
         self.note("stopped: the host would run out of memory")
-        from torchplace.sim._simulate import HostMemoryError
-
         raise HostMemoryError(
             f"torchplace sim: the script makes a {format_bytes(nbytes)} tensor on the host"
             f"{at}, and this machine has {format_bytes(available)} available: it would run "

@@ -26,6 +26,7 @@ from torchplace.sim.summary import (
     verdict,
     verdict_class,
 )
+from torchplace.sim.timeline import live_at_peak, timeline
 from torchplace.timemodel.step import summarize
 
 if TYPE_CHECKING:
@@ -134,8 +135,6 @@ class SimReport:
     def add_timelines(self) -> None:
         """Fill :attr:`timelines` from the live state (in the process that ran the
         simulation; a report read back from JSON keeps the timelines it was saved with)."""
-        from torchplace.sim.timeline import timeline
-
         if self.state is not None:
             self.timelines = [timeline(self.state, d.index) for d in self.state.devices]
 
@@ -180,8 +179,6 @@ class SimReport:
         self.files = [dict(f) for f in state.files]
         self.decisions = sorted(state.decisions)
         self.devices = []
-        from torchplace.sim.timeline import live_at_peak
-
         for dev in state.devices:
             peak = live_at_peak(state, dev.index)
             if peak is None:  # the trace stopped growing: the last breakdown taken (≤1% off)

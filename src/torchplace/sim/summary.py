@@ -127,9 +127,7 @@ def verdict(report: SimReport) -> Verdict:
 
 
 def _children(report: SimReport) -> list[tuple[dict[str, Any], SimReport]]:
-    from torchplace.sim.report import SimReport
-
-    return [(p, SimReport.from_dict(p["report"])) for p in report.processes if p.get("report")]
+    return [(p, type(report).from_dict(p["report"])) for p in report.processes if p.get("report")]
 
 
 def _own_verdict(report: SimReport) -> Verdict:
@@ -198,8 +196,6 @@ def process_label(section: dict[str, Any]) -> str:
 def process_rows(report: SimReport) -> list[list[str]]:
     """One row per process the script started: process, how, exit code, peak allocated
     per simulated GPU, verdict (as :func:`verdict` says it of that process's own run)."""
-    from torchplace.sim.report import SimReport
-
     rows = []
     for p in report.processes:
         sub = p.get("report")
