@@ -217,7 +217,7 @@ def test_an_oom_still_writes_the_page_with_the_failure_point(tmp_path: Path) -> 
 
 
 def test_ranks_get_a_section_each() -> None:
-    from torchplace._cli.sim import _rank_row
+    from torchplace.sim.planning import _rank_row
 
     with simulate("H100", gpus=2, values="placeholder") as report:
         x = [torch.empty((r + 1) * 1024**2, device=f"cuda:{r}") for r in (0, 1)]
