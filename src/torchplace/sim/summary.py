@@ -203,7 +203,7 @@ def process_rows(report: SimReport) -> list[list[str]]:
             status = p.get("reason") or "no report: it died, or was killed"
             peaks = "-"
         else:
-            child = SimReport.from_dict(sub)
+            child = type(report).from_dict(sub)
             status = verdict(child).text
             peaks = ", ".join(
                 f"cuda:{d.index} {format_bytes(d.peak_allocated_bytes)}"
