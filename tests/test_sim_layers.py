@@ -162,7 +162,7 @@ def test_the_import_graph_is_acyclic() -> None:
 
     def visit(name: str) -> None:
         if name in path:
-            cycle = [*path[path.index(name):], name]
+            cycle = [*path[path.index(name) :], name]
             raise AssertionError("import cycle: " + " -> ".join(cycle))
         if name in done:
             return
