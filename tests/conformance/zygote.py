@@ -90,31 +90,31 @@ def _serve() -> None:
     import torch  # noqa: F401  (what the fork saves)
 
     from torchplace import cli
-    from torchplace._cli import sim as cli_sim
-    from torchplace.sim import _child, _simulate  # noqa: F401
+    from torchplace.sim import _child, _simulate, planning  # noqa: F401
 
-    def run_child(
-        config: dict[str, Any], *, quiet_stdout: bool, timeout: float | None, silent: bool = False
-    ) -> int:
+    def run_child(config: dict[str, Any], script: planning.Script) -> int:
         def setup() -> None:
-            if silent:
+            if not script.output:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 1)
                 os.dup2(devnull, 2)
-            elif quiet_stdout:
+            elif script.stdout_to_stderr:
                 os.dup2(2, 1)
             sys.argv = [_child.__file__, config["config_path"]]
             sys.path[0] = os.getcwd()  # as for ``python -m``
 
         pid = _run_forked(lambda: _child.main([config["config_path"]]), setup=setup)
         child = _Forked(pid)
-        cli_sim._LIVE[child] = []  # so that --nproc-per-node can stop a world's other ranks
+        # so that --nproc-per-node can stop a world's other ranks
+        planning._LIVE[child] = []  # type: ignore[index]
         try:
-            return _wait(pid, timeout, on_timeout=lambda: config.__setitem__("timed_out", True))
+            return _wait(
+                pid, script.timeout, on_timeout=lambda: config.__setitem__("timed_out", True)
+            )
         finally:
-            cli_sim._LIVE.pop(child, None)
+            planning._LIVE.pop(child, None)  # type: ignore[call-overload]
 
-    cli_sim._run_child = run_child
+    planning._run_child = run_child
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # nothing but answers on the protocol's stream
     for line in sys.stdin:
