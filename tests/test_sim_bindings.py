@@ -450,7 +450,9 @@ def test_the_caching_allocator_checks_its_own_device_arguments() -> None:
             lambda: torch.cuda.reset_peak_memory_stats(3),
             lambda: torch.cuda.reset_accumulated_memory_stats(7),
         ):
-            with pytest.raises(RuntimeError, match=r"Invalid device argument \d: did you call init"):
+            with pytest.raises(
+                RuntimeError, match=r"Invalid device argument \d: did you call init"
+            ):
                 call()
         assert x.is_shared() and x[1:].untyped_storage().is_shared()
         assert not torch.ones(2).is_shared()

@@ -364,6 +364,7 @@ def patched_torch(
     def storage_is_shared(self: Any) -> bool:
         # torch/csrc/StorageMethods.cpp THPStorage_isShared: always True for CUDA storages
         return state.storage_label(self) is not None or bool(real_storage_is_shared(self))
+
     real_storage_resize = torch.UntypedStorage.resize_
 
     def storage_resize(self: Any, size: Any) -> Any:
