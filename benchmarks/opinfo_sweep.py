@@ -241,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=1, help="every N-th operator (sorted by name)")
     parser.add_argument("--only", nargs="*", help="these operators (OpInfo names)")
     parser.add_argument("--json", type=Path, help="also write the tallies here")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # (--help and bad options before the restart below)
+    if argv is None and os.environ.get("PYTHONHASHSEED") != cases.HASH_SEED:
+        os.environ["PYTHONHASHSEED"] = cases.HASH_SEED  # the generator's sample order
+        os.execv(sys.executable, [sys.executable, *sys.argv])
     path = truth_path()
     truth = load_truth(path)
     began = time.monotonic()
@@ -285,7 +288,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if os.environ.get("PYTHONHASHSEED") != cases.HASH_SEED:  # the generator's sample order
-        os.environ["PYTHONHASHSEED"] = cases.HASH_SEED
-        os.execv(sys.executable, [sys.executable, *sys.argv])
     sys.exit(main())
