@@ -21,6 +21,12 @@ with ``PYTHONHASHSEED`` set as the generator does: some OpInfo sample functions 
 over a set of strings, whose order, and so the values drawn for each sample, follows the
 process's string hashing.
 
+What the simulator refuses by design is counted apart, not as a match or a difference:
+an exception whose text says so ("not simulated: ...", as for ``torch.cuda.jiterator``,
+which compiles CUDA C++ at run time, or "torchplace sim does not simulate sparse
+tensors") on any sample of a pair, or in a mixing case, puts it in the column "refused
+plainly, by design", listed; each measure's rate is over the cases that are simulated.
+
 A pair whose samples CUDA handed to a library for a dtype OpInfo says CUDA lacks (integer
 convolutions in cuDNN, half-precision linear algebra in cuSOLVER) counts as unsupported:
 OpInfo's list is then the only word on it. Every remaining difference is printed with what
@@ -54,6 +60,13 @@ import opinfo_cases as cases  # noqa: E402  (tools/, shared with the generator)
 from torchplace.sim import simulate  # noqa: E402
 
 _FILE = re.compile(r"opinfo-cuda-(\d+)\.(\d+)\.json\.gz$")
+#: the simulator's plain refusals of what it does not simulate, by design (issue 23 item 4)
+_PLAIN = re.compile(r"^(not simulated: |torchplace sim does not simulate )")
+
+
+def refused_plainly(err: BaseException | None) -> bool:
+    """Whether ``err`` is the simulator's plain refusal of something it does not simulate."""
+    return err is not None and bool(_PLAIN.match(str(err)))
 
 
 def truth_path(version: str | None = None) -> Path:
@@ -122,7 +135,7 @@ def sweep(
     truth: dict[str, Any], *, every: int = 1, only: list[str] | None = None
 ) -> dict[str, Tally]:
     """Run the cases on a simulated H100 and tally the three measures."""
-    keys = ("supported", "unsupported", "mixing", "unknown", "unmatched")
+    keys = ("supported", "unsupported", "mixing", "unknown", "unmatched", "refused")
     tallies = {k: Tally() for k in keys}
     ops = [op for op in cases.ops() if cases.key(op) in truth["ops"]]
     ops = sorted(ops, key=cases.key)
@@ -136,7 +149,7 @@ def sweep(
                     continue
                 _pair(op, dtype, outcomes, info, tallies)
             for mixing in info.get("mixing", ()):
-                _mixing(op, mixing, tallies["mixing"], tallies["unmatched"])
+                _mixing(op, mixing, *(tallies[k] for k in ("mixing", "unmatched", "refused")))
     return tallies
 
 
@@ -165,6 +178,9 @@ def _pair(
         if result == "unknown":
             continue
         out, err = _run(op, sample)
+        if refused_plainly(err):
+            tallies["refused"].add(False, f"{name} sample {k}: {_describe(out, err)}")
+            return
         if isinstance(result, list):
             if err is None or type(err).__name__ != result[0]:
                 good, why = (
@@ -205,7 +221,9 @@ def _first_line(err: Exception) -> str:
     return str(err).split("\n", 1)[0][:500]
 
 
-def _mixing(op: Any, mixing: dict[str, Any], tally: Tally, unmatched: Tally) -> None:
+def _mixing(
+    op: Any, mixing: dict[str, Any], tally: Tally, unmatched: Tally, refused: Tally
+) -> None:
     try:
         made = cases.samples(op, mixing["dtype"])
     except Exception as e:
@@ -225,7 +243,9 @@ def _mixing(op: Any, mixing: dict[str, Any], tally: Tally, unmatched: Tally) -> 
             continue  # CUDA raised after reading values no kernel computed: undecided
         out, err = _run(op, sample, case["host"])
         where = f"{cases.key(op)} {mixing['dtype']} sample {mixing['sample']} host={case['host']}"
-        if want in ("ok", "device"):
+        if refused_plainly(err):
+            refused.add(False, f"[mixing] {where}: {_describe(out, err)}")
+        elif want in ("ok", "device"):
             ok = err is None and (case["out"] is None or out == case["out"])
             tally.add(ok, f"{where}: {_describe(out, err)}; CUDA ran: {case['out']}")
         else:
@@ -263,6 +283,12 @@ def main(argv: list[str] | None = None) -> int:
         t = tallies[key]
         extra = f"; same text {t.exact_text}" if key != "supported" else ""
         print(f"  {label:46} {t.passed:5}/{t.total:<5} {t.rate():6.2f} %{extra}")
+    plain = tallies["refused"].differences
+    print(
+        f"  refused plainly, by design (not simulated; not in the rates above): "
+        f"{sum(not d.startswith('[mixing]') for d in plain)} pairs, "
+        f"{sum(d.startswith('[mixing]') for d in plain)} mixing cases"
+    )
     print(
         f"  not decided without a GPU: {tallies['unknown'].total} pairs (CUDA's host code hands "
         "them to a library OpInfo says refuses their dtype)"
@@ -273,10 +299,12 @@ def main(argv: list[str] | None = None) -> int:
             f"CUDA's: run with PYTHONHASHSEED={cases.HASH_SEED})"
         )
     for key, t in tallies.items():
-        if key == "unmatched":
+        if key in ("unmatched", "refused"):
             continue
         for line in t.differences:
             print(f"[{key}] {line}")
+    for line in plain:
+        print(f"[refused plainly] {line.removeprefix('[mixing] ')}")
     if args.json:
         summary = {
             k: {"passed": t.passed, "total": t.total, "exact_text": t.exact_text,

@@ -293,6 +293,25 @@ def test_driver_jiterator_and_library_settings() -> None:
             torch.cuda.tunable.enable(True)
 
 
+def test_a_jiterator_function_made_before_the_simulation_is_refused_plainly() -> None:
+    """torch/cuda/jiterator.py notes is_available() when a function is made; one made
+    before the simulation (OpInfo's, at import) reaches the binding as on a GPU machine."""
+    from torch.cuda.jiterator import _create_jit_fn, _create_multi_output_jit_fn
+
+    one = _create_jit_fn("template <typename T> T f(T x) { return x; }")
+    two = _create_multi_output_jit_fn(
+        "template <typename T> void g(T x, T& a, T& b) { a = x; b = x; }", num_outputs=2
+    )
+    with simulate("H100"):
+        for fn in (one, two):
+            with pytest.raises(RuntimeError, match=r"^not simulated: torch\.cuda\.jiterator"):
+                fn(torch.ones(2, device="cuda"))
+        with pytest.raises(AssertionError, match="up to 8 tensor inputs"):  # torch's own check
+            one(*[torch.ones(1, device="cuda")] * 9)
+    with pytest.raises(AssertionError, match="only supported on CUDA"):  # after it: torch's
+        one(torch.ones(2))
+
+
 def test_cublas_workspace_config_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8:16:8")
     with simulate("A100"):

@@ -431,6 +431,17 @@ def patched_torch(
 
     patches.append((torch.autograd.function.Function, "apply", classmethod(apply)))
 
+    # torch.cuda.jiterator's functions note is_available() when they are made
+    # (torch/cuda/jiterator.py: _JittedFunction.__init__), and __call__ raises "Jiterator is
+    # only supported on CUDA and ROCm GPUs" on that note: a function made before the
+    # simulation began (OpInfo's jiterator operators, made at import) would raise it where a
+    # GPU machine reaches the binding, which refuses plainly (not simulated). The note is
+    # read when called instead (what a GPU machine answers at either time).
+    import torch.cuda.jiterator as jiterator
+
+    jitted = getattr(jiterator, "_JittedFunction", None)
+    if isinstance(jitted, type):
+        patches.append((jitted, "is_cuda_available", _available_when_called()))
     import torch.cuda._utils as utils
 
     if hasattr(utils, "_get_gpu_rtc_library"):
@@ -511,6 +522,17 @@ def patched_torch(
                 delattr(obj, name)
             else:
                 setattr(obj, name, value)
+
+
+def _available_when_called() -> property:
+    """``_JittedFunction.is_cuda_available`` as ``torch.cuda.is_available()`` now; what
+    ``__init__`` notes is kept in the instance (a function made in the simulation is one
+    made where CUDA is available)."""
+
+    def note(self: Any, value: bool) -> None:
+        vars(self)["is_cuda_available"] = value
+
+    return property(lambda self: torch.cuda.is_available(), note)
 
 
 def _shared(value: Any) -> bool:
