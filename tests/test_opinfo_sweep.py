@@ -25,14 +25,8 @@ NAMED = [
 ]  # fmt: skip
 EVERY = 24
 #: differences this sample shows, each listed with its reason in docs/sim.md ("What the
-#: OpInfo sweep still finds"): CUDA's values check before the dtype switch, and the
-#: convolutions cuDNN refuses (the CPU's NotImplementedError for bool and float8; int16 and
-#: int64 with a bias computed)
-KNOWN: tuple[str, ...] = (
-    "_segment_reduce|lengths ",
-    *(f"nn.functional.conv2d| {d} " for d in ("bool", "float8_e4m3fn", "float8_e5m2")),
-    *(f"nn.functional.conv2d| {d} " for d in ("int16", "int64")),
-)
+#: OpInfo sweep still finds"): CUDA's values check before the dtype switch
+KNOWN: tuple[str, ...] = ("_segment_reduce|lengths ",)
 
 
 def test_sampled_operators_go_as_on_cuda() -> None:

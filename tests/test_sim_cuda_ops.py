@@ -82,6 +82,15 @@ def test_signature_lists_tensor_then_dtype_arguments() -> None:
         # cudnn/Utils: the integer convolution goes to cuDNN, which has no Long
         (lambda: F.conv2d(torch.ones(1, 1, 3, 3, dtype=torch.long), torch.ones(1, 1, 2, 2, dtype=torch.long)),
          RuntimeError, "getCudnnDataTypeFromScalarType() not supported for Long"),
+        # ... with a bias too (another signature: refused on every sample, by cuDNN or by the
+        # depthwise or slow kernel Convolution.cpp's select_conv_backend picked), in another
+        # dtype and rank
+        (lambda: F.conv3d(torch.ones(1, 1, 3, 3, 3, dtype=torch.int16),
+                          torch.ones(2, 1, 2, 2, 2, dtype=torch.int16), torch.ones(2, dtype=torch.int16)),
+         RuntimeError, "getCudnnDataTypeFromScalarType() not supported for Short"),
+        (lambda: F.conv_transpose1d(torch.ones(1, 2, 4, dtype=torch.bool),
+                                    torch.ones(2, 1, 3, dtype=torch.bool), torch.ones(1, dtype=torch.bool)),
+         RuntimeError, "getCudnnDataTypeFromScalarType() not supported for Bool"),
     ],
 )  # fmt: skip
 def test_cuda_refuses_what_its_kernels_lack(make, error, text) -> None:

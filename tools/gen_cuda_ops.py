@@ -63,6 +63,11 @@ DEVICE_ERRORS = re.compile(
 )
 # the dispatcher's and AT_DISPATCH's texts: they depend on the dtype alone
 STANDARD = re.compile(r"\" not implemented for '|^Could not run '")
+#: a c10 ScalarType's name (c10/core/ScalarType.h), as a refusal of a dtype writes it
+SCALAR_TYPE = re.compile(
+    r"\b(Bool|Byte|Char|Short|Int|Long|Half|Float|Double|BFloat16|ComplexHalf|ComplexFloat|"
+    r"ComplexDouble|Float8_\w+|UInt\d+|Bits\w+)\b"
+)
 TIMEOUT_S = 60  # one sample on the host-only runtime (a hang is recorded, not waited on)
 
 
@@ -553,10 +558,15 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         plain = shapes.get("")
         if plain is not None and plain.cuda_failed:
             failed = plain.cuda_failed.copy()  # the text of the calls that matter most
-        # one text, or several of AT_DISPATCH's for one exception type (the kernel's name
-        # can depend on an argument: "leaky_relu_cuda" / "rrelu_with_noise_out_cuda")
-        standard = all(STANDARD.search(t) for _, t in failed) and len({k for k, _ in failed}) == 1
-        if failed and (len(failed) == 1 or standard) and not mixed and runs != sorted(shapes):
+        # refused on every sample, with one text or several that each refuse a dtype (name
+        # it): the kernel CUDA picks can depend on an argument the signature does not key
+        # (AT_DISPATCH's name: "leaky_relu_cuda" / "rrelu_with_noise_out_cuda"; a
+        # convolution's backend, chosen by aten/src/ATen/native/Convolution.cpp's
+        # select_conv_backend from its groups and dilation: cuDNN's
+        # "getCudnnDataTypeFromScalarType() not supported for Long", the depthwise or slow
+        # kernel's AT_DISPATCH error); the most common text stands for them
+        of_dtype = all(STANDARD.search(t) or SCALAR_TYPE.search(t) for _, t in failed)
+        if failed and (len(failed) == 1 or of_dtype) and not mixed and runs != sorted(shapes):
             (kind, text), _ = failed.most_common(1)[0]
             # a text of its own is CUDA's refusal of the dtype only if the same sample ran
             # through this operator in another dtype (else it may be the sample's values,
