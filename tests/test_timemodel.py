@@ -160,12 +160,14 @@ def test_tensor_core_convolutions_pay_for_nchw_transposes() -> None:
 def test_float32_convolutions_follow_cudnns_tf32_flag() -> None:
     a100 = Peaks.from_spec(catalog.lookup("A100"))
     tf32 = _conv(a100, channels_last=True, dtype=torch.float32)
-    try:
-        torch.backends.cudnn.allow_tf32 = False
+    cudnn = torch.backends.cudnn
+    # the context manager: torch.testing._internal (imported by the OpInfo tests) forbids
+    # setting the flags directly for the rest of the process
+    with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark,
+                     deterministic=cudnn.deterministic, allow_tf32=False):  # fmt: skip
         assert not conv_tf32()
         full = _conv(a100, channels_last=True, dtype=torch.float32)
-    finally:
-        torch.backends.cudnn.allow_tf32 = True
+    assert conv_tf32()
     assert full > 2 * tf32
 
 
