@@ -211,20 +211,125 @@ class _NVTX:
     def deviceRangeEnd(self, handle: Any, stream: Any) -> None: ...
 
 
-def _comm_api() -> dict[str, Any]:
-    """The collectives ``nn.DataParallel`` uses (torch/nn/parallel/comm.py), as copies between
-    simulated devices — so their memory and device-to-device traffic are accounted."""
+def _wrap_dim(dim: int, ndim: int) -> int:
+    """c10's maybe_wrap_dim (a 0-d tensor counts as 1-d), with its IndexError and message."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
+        )
+    return dim % n
 
-    def on(d: int) -> torch.device:
-        return torch.device("cuda", d)
+
+def _comm_api() -> dict[str, Any]:
+    """``torch._C``'s ``_broadcast*``, ``_scatter*`` and ``_gather*`` (torch/csrc/cuda/comm.cpp,
+    bound in python_comm.cpp), which ``torch.cuda.comm`` and ``nn.DataParallel`` call: the
+    same argument checks and messages, the same copies between simulated devices (so their
+    memory and device-to-device traffic are accounted), views where comm.cpp returns views."""
+    from torch._prims_common import suggest_memory_format
+    from torch._utils import (
+        _flatten_dense_tensors,
+        _reorder_tensors_as,
+        _take_tensors,
+        _unflatten_dense_tensors,
+    )
+
+    def check(cond: bool, *message: object) -> None:  # TORCH_CHECK: a RuntimeError
+        if not cond:
+            raise RuntimeError("".join(str(m) for m in message))
+
+    def sizes(t: torch.Tensor) -> str:  # an IntArrayRef as c10 prints it: [2, 5]
+        return str(list(t.shape))
+
+    def check_cuda_outputs(out: list[torch.Tensor]) -> None:
+        for i, o in enumerate(out):
+            check(
+                o.is_cuda,
+                "Expected all output tensors to be CUDA tensors, but output tensor at index ",
+                i,
+                " has device '",
+                o.device,
+                "'",
+            )
+
+    def broadcast_out_impl(tensor: torch.Tensor, out: list[torch.Tensor]) -> list[torch.Tensor]:
+        for o in out:  # no NCCL in a simulation: comm.cpp's copy loop
+            o.copy_(tensor, non_blocking=True)
+        return out
+
+    def broadcast_out(tensor: torch.Tensor, out: list[torch.Tensor]) -> list[torch.Tensor]:
+        out = list(out)
+        check_cuda_outputs(out)
+        for i, o in enumerate(out):
+            check(
+                o.shape == tensor.shape,
+                "Expected all output tensors to have same shape as the source tensor ",
+                sizes(tensor),
+                ", but output tensor at index ",
+                i,
+                " has shape ",
+                sizes(o),
+            )
+        return broadcast_out_impl(tensor, out)
 
     def broadcast(tensor: torch.Tensor, devices: list[int]) -> list[torch.Tensor]:
-        return [tensor if tensor.device == on(d) else tensor.to(on(d)) for d in devices]
+        # comm.cpp broadcast: an empty tensor on each other device, filled by one copy; the
+        # source itself where a device is its own
+        here = tensor.get_device()
+        for d in devices:
+            check(d >= 0, "Expected non-negative device index, but got ", d)
+        copies = broadcast_out_impl(
+            tensor,
+            [
+                torch.empty(tensor.shape, dtype=tensor.dtype, device=torch.device("cuda", d))
+                for d in devices
+                if d != here
+            ],
+        )
+        it = iter(copies)
+        return [tensor if d == here else next(it) for d in devices]
 
     def broadcast_coalesced(
-        tensors: list[torch.Tensor], devices: list[int], buffer_size: int = 0
+        tensors: list[torch.Tensor], devices: list[int], buffer_size: int
     ) -> list[list[torch.Tensor]]:
-        return [[t if t.device == on(d) else t.to(on(d)) for t in tensors] for d in devices]
+        # comm.cpp broadcast_coalesced: the tensors of each buffer_size chunk of one type are
+        # flattened into one buffer, broadcast, and unflattened into views of it on each other
+        # device; each view gets its own version counter (NOTE [ Version Counter in
+        # comm.*_coalesced ]: ``.data``), devices[0]'s outputs are the inputs themselves
+        check(
+            all(t.get_device() == devices[0] for t in tensors),
+            "All tensors must be on devices[0]: ",
+            devices[0],
+        )
+        outputs: list[list[torch.Tensor]] = [list(tensors)] + [[] for _ in devices[1:]]
+        types_seen: set[torch.dtype] = set()
+        with torch.cuda.device(devices[0]):
+            for chunk in _take_tensors(tensors, buffer_size):
+                types_seen.add(chunk[0].dtype)
+                results = broadcast(_flatten_dense_tensors(chunk), devices)
+                for i in range(1, len(devices)):
+                    with torch.cuda.device(devices[i]):
+                        flat = _unflatten_dense_tensors(results[i], chunk)
+                        outputs[i].extend(t.data for t in flat)
+        if len(types_seen) > 1:  # take_tensors grouped them by type
+            outputs[1:] = [list(_reorder_tensors_as(o, tensors)) for o in outputs[1:]]
+        return outputs
+
+    def stream_of(streams: Any, i: int, device: int) -> Any:
+        """comm.cpp's check that the stream given for chunk i is on its device."""
+        stream = streams[i] if streams is not None and i < len(streams) else None
+        if stream is not None:
+            check(
+                stream.device_index == device,
+                "Expected the device associated with the stream at index ",
+                i,
+                " (was ",
+                stream.device_index,
+                ") to match the device supplied at that index (expected ",
+                device,
+                ")",
+            )
+        return torch.cuda.stream(stream)
 
     def scatter(
         tensor: torch.Tensor,
@@ -233,31 +338,155 @@ def _comm_api() -> dict[str, Any]:
         dim: int = 0,
         streams: Any = None,
     ) -> list[torch.Tensor]:
-        chunks = (
-            tensor.split(list(chunk_sizes), dim) if chunk_sizes else tensor.chunk(len(devices), dim)
+        check(len(devices) > 0, "Expected at least one device to scatter to")
+        if chunk_sizes is not None:
+            check(
+                len(chunk_sizes) == len(devices),
+                "Expected devices and chunk_sizes to be of same length, but got len(devices) = ",
+                len(devices),
+                " and len(chunk_sizes) = ",
+                len(chunk_sizes),
+            )
+        chunks = list(
+            tensor.split_with_sizes(list(chunk_sizes), dim)
+            if chunk_sizes is not None
+            else tensor.chunk(len(devices), dim)
         )
-        return [c.to(on(d)).contiguous() for c, d in zip(chunks, devices, strict=False)]
-
-    def gather(tensors: list[torch.Tensor], dim: int, destination: int | None) -> torch.Tensor:
-        dest = torch.device("cpu") if destination is None or destination < 0 else on(destination)
-        return torch.cat([t.to(dest) for t in tensors], dim)
+        here = tensor.get_device()
+        for i, chunk in enumerate(chunks):
+            d = devices[i]
+            if d != here:  # a chunk on its own device stays a view of the source
+                with stream_of(streams, i, d):
+                    check(d >= 0, "Expected non-negative device index, but got ", d)
+                    chunks[i] = chunk.to(
+                        torch.device("cuda", d), non_blocking=True
+                    )  # memory format kept
+        return chunks
 
     def scatter_out(
         tensor: torch.Tensor, out: list[torch.Tensor], dim: int, streams: Any = None
     ) -> list[torch.Tensor]:
-        chunks = tensor.split([o.shape[dim] for o in out], dim)
-        return [o.copy_(c) for o, c in zip(out, chunks, strict=True)]
+        out = list(out)
+        check(len(out) > 0, "Expected at least one output tensor to scatter to")
+        dim = _wrap_dim(dim, tensor.dim())
+        check_cuda_outputs(out)
+        total = 0
+        for i, o in enumerate(out):
+            same_ndim = o.dim() == tensor.dim()
+            if same_ndim:
+                total += o.shape[dim]
+            check(
+                same_ndim
+                and o.shape[:dim] + o.shape[dim + 1 :]
+                == tensor.shape[:dim] + tensor.shape[dim + 1 :],
+                "Output tensor at index ",
+                i,
+                " has incorrect shape: ",
+                sizes(o),
+                ". Expected same shape except for scatter dim ",
+                dim,
+                " as the source tensor: ",
+                sizes(tensor),
+            )
+        check(
+            total == tensor.shape[dim],
+            "Total size for output tensors along scatter dim ",
+            dim,
+            " does not match the source tensor size at dim ",
+            dim,
+            ". Expected ",
+            tensor.shape[dim],
+            ", but got total size ",
+            total,
+        )
+        chunks = tensor.split_with_sizes([o.shape[dim] for o in out], dim)
+        for i, (o, chunk) in enumerate(zip(out, chunks, strict=True)):
+            with stream_of(streams, i, o.get_device()):
+                o.copy_(chunk, non_blocking=True)
+        return out
+
+    def check_gather_inputs(
+        tensors: list[torch.Tensor], dim: int, quote: str
+    ) -> tuple[int, list[int]]:
+        check(len(tensors) > 0, "Expected at least one tensor to gather from")
+        first = tensors[0]
+        dim = _wrap_dim(dim, first.dim())
+        expected = list(first.shape)
+        for i, t in enumerate(tensors):
+            check(
+                t.is_cuda,
+                "Expected all input tensors to be CUDA tensors, but tensor at index ",
+                i,
+                f" has device {quote}{t.device}{quote}",
+            )
+            check(
+                t.dim() == len(expected),
+                # "has" without a space before it, as comm.cpp writes it
+                "Expected all input tensors to have the same number of dimensions, but ",
+                "tensor at index ",
+                i,
+                "has ",
+                t.dim(),
+                " dimensions, (expected ",
+                len(expected),
+                ")",
+            )
+            expected[dim] = t.shape[dim]
+            check(
+                list(t.shape) == expected,
+                "Input tensor at index ",
+                i,
+                " has invalid shape ",
+                sizes(t),
+                ", but expected ",
+                expected,
+            )
+        expected[dim] = sum(t.shape[dim] for t in tensors)
+        return dim, expected
+
+    def gather_out_impl(tensors: list[torch.Tensor], out: torch.Tensor, dim: int) -> torch.Tensor:
+        chunks = out.split_with_sizes([t.shape[dim] for t in tensors], dim)
+        for chunk, t in zip(chunks, tensors, strict=True):
+            chunk.copy_(t, non_blocking=out.is_cuda)
+        return out
+
+    def gather(tensors: list[torch.Tensor], dim: int, destination: int | None) -> torch.Tensor:
+        tensors = list(tensors)
+        dim, expected = check_gather_inputs(tensors, dim, quote="")
+        # the first input's suggested memory format, unless an input suggests another
+        formats = {suggest_memory_format(t) for t in tensors}
+        memory_format = formats.pop() if len(formats) == 1 else torch.contiguous_format
+        if destination == -1:
+            device = torch.device("cpu")
+        else:  # None: the current device (c10's Device(kCUDA, -1))
+            device = torch.device(
+                "cuda", torch.cuda.current_device() if destination is None else destination
+            )
+        out = torch.empty(
+            expected, dtype=tensors[0].dtype, device=device, memory_format=memory_format
+        )
+        return gather_out_impl(tensors, out, dim)
+
+    def gather_out(tensors: list[torch.Tensor], out: torch.Tensor, dim: int) -> torch.Tensor:
+        tensors = list(tensors)
+        dim, expected = check_gather_inputs(tensors, dim, quote="'")
+        check(
+            list(out.shape) == expected,
+            "Expected out tensor to have shape ",
+            expected,
+            ", but got ",
+            sizes(out),
+        )
+        return gather_out_impl(tensors, out, dim)
 
     return {
         "_broadcast": broadcast,
-        "_broadcast_out": lambda tensor, out: [o.copy_(tensor) for o in out],
+        "_broadcast_out": broadcast_out,
         "_broadcast_coalesced": broadcast_coalesced,
         "_scatter": scatter,
         "_scatter_out": scatter_out,
         "_gather": gather,
-        "_gather_out": lambda tensors, out, dim: torch.cat(
-            [t.to(out.device) for t in tensors], dim, out=out
-        ),
+        "_gather_out": gather_out,
     }
 
 
