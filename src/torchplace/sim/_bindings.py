@@ -439,6 +439,13 @@ class _Bindings:
             raise RuntimeError("invalid device pointer: " + hex(int(ptr)))  # c10 free()
         self.state.devices[d].allocator.free(int(ptr))
 
+    def check_pool_live_allocations(self, device: Any, pool: Any, ptrs: Any) -> bool:
+        # c10/cuda/CUDACachingAllocator.cpp checkPoolLiveAllocations: the pool's live blocks
+        # are exactly the pointers given (cudagraph_trees checks its outputs with it)
+        self.state.sync()
+        allocator = self.state.devices[self.index(device)].allocator
+        return bool(allocator.live_in_pool(tuple(pool)) == {int(p) for p in ptrs})
+
     def record_history(
         self,
         enabled: str | None = "all",
@@ -585,6 +592,9 @@ class _Bindings:
                 bool(self.history.events) and self.history.events[-1].end is None
             ),
             "_cuda_getAllocatorBackend": lambda: "native",
+            # c10/cuda/CUDACachingAllocator.cpp checkPoolLiveAllocations: the pool's live
+            # blocks are exactly the pointers given (cudagraph_trees checks its outputs)
+            "_cuda_checkPoolLiveAllocations": self.check_pool_live_allocations,
             "_cuda_cudaCachingAllocator_raw_alloc": self.raw_alloc,
             "_cuda_cudaCachingAllocator_raw_delete": self.raw_delete,
             "_cuda_cudaCachingAllocator_enable": lambda value: setattr(

@@ -637,10 +637,15 @@ def graph_bindings(state: SimState, fmode: Any, timeline: Any) -> dict[str, Any]
     ):
         cls.__module__, cls.__name__, cls.__qualname__ = "torch._C", name, name
 
-    def begin(device: Any, pool: tuple[int, int], *rest: Any) -> None:
+    def begin(device: Any, pool: tuple[int, int], *rest: Any, thread: int | None = None) -> None:
         pool_id = (int(pool[0]), int(pool[1]))
         allocator(device).use_pool(pool_id)
-        allocator(device).begin_allocate_to_pool(pool_id)
+        allocator(device).begin_allocate_to_pool(pool_id, thread=thread)
+
+    def begin_this_thread(device: Any, pool: tuple[int, int]) -> None:
+        # torch/csrc/cuda/Module.cpp _cuda_beginAllocateCurrentThreadToPool: the pool serves
+        # only the calling thread (its filter compares std::this_thread::get_id())
+        begin(device, pool, thread=threading.get_ident())
 
     def end(device: Any, pool: tuple[int, int]) -> None:
         allocator(device).end_allocate_to_pool((int(pool[0]), int(pool[1])))
@@ -661,7 +666,7 @@ def graph_bindings(state: SimState, fmode: Any, timeline: Any) -> dict[str, Any]
         "_graph_pool_handle": lambda: pool_handle(user=True),
         "_cuda_isCurrentStreamCapturing": current_stream_capturing,
         "_cuda_beginAllocateToPool": begin,
-        "_cuda_beginAllocateCurrentThreadToPool": begin,
+        "_cuda_beginAllocateCurrentThreadToPool": begin_this_thread,
         "_cuda_beginAllocateCurrentStreamToPool": begin,
         "_cuda_endAllocateToPool": end,
         "_cuda_endAllocateCurrentStreamToPool": end,

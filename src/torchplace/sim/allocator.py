@@ -56,6 +56,7 @@ Examples:
 from __future__ import annotations
 
 import functools
+import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from itertools import accumulate, compress
@@ -338,6 +339,10 @@ class CachingAllocatorModel:
         # private pools: id -> [small pool, large pool, users]; the pool allocated to now
         self._private: dict[tuple[int, int], list[Any]] = {}
         self._targets: list[tuple[int, int]] = []
+        #: the thread each target serves alone (None: every thread), as the filter c10's
+        #: beginAllocateToPool keeps with it (_cuda_beginAllocateCurrentThreadToPool's
+        #: filter compares std::this_thread::get_id())
+        self._target_threads: list[int | None] = []
         self._blocks: dict[int, _Block] = {}  # every block, free or live, by address
         self._segments: dict[int, int] = {}  # segment base address -> size
         #: segments split since their cudaMalloc: c10 keeps a segment's context (the memory
@@ -435,10 +440,14 @@ class CachingAllocatorModel:
             size = -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE  # round_size, checked above
         else:
             size = _round_divisions(nbytes, self._divisions)
+        small_pool, large_pool = self._small_pool, self._large_pool
         if self._targets:
-            small_pool, large_pool, _ = self._private[self._targets[-1]]
-        else:
-            small_pool, large_pool = self._small_pool, self._large_pool
+            for target, thread in zip(
+                reversed(self._targets), reversed(self._target_threads), strict=True
+            ):
+                if thread is None or thread == threading.get_ident():
+                    small_pool, large_pool, _ = self._private[target]
+                    break
         pool = small_pool if size <= _SMALL_SIZE else large_pool
         block = self._get_free_block(pool, size, stream)
         if block is None:
@@ -521,9 +530,12 @@ class CachingAllocatorModel:
 
     # -- private pools (torch.cuda.MemPool, CUDA graphs) ----------------------------------------
 
-    def begin_allocate_to_pool(self, pool_id: tuple[int, int]) -> None:
+    def begin_allocate_to_pool(
+        self, pool_id: tuple[int, int], *, thread: int | None = None
+    ) -> None:
         """Serve the following requests from private pool ``pool_id`` (made on first use,
-        with one user) until :meth:`end_allocate_to_pool`."""
+        with one user) until :meth:`end_allocate_to_pool`: those of every thread, or only
+        those of ``thread`` (a ``threading.get_ident()``)."""
         if pool_id not in self._private:
             self._private[pool_id] = [
                 _Pool(small=True, owner=pool_id),
@@ -531,12 +543,13 @@ class CachingAllocatorModel:
                 1,
             ]
         self._targets.append(pool_id)
+        self._target_threads.append(thread)
 
     def end_allocate_to_pool(self, pool_id: tuple[int, int]) -> None:
         """Stop allocating to ``pool_id`` (the latest :meth:`begin_allocate_to_pool` of it)."""
         for i in range(len(self._targets) - 1, -1, -1):
             if self._targets[i] == pool_id:
-                del self._targets[i]
+                del self._targets[i], self._target_threads[i]
                 return
 
     def use_pool(self, pool_id: tuple[int, int]) -> None:
@@ -594,6 +607,13 @@ class CachingAllocatorModel:
         """The private pool a block belongs to (None: the ordinary pools, or no block)."""
         block = self._blocks.get(handle)
         return None if block is None else block.owner
+
+    def live_in_pool(self, pool_id: tuple[int, int]) -> set[int]:
+        """The addresses of the live blocks of private pool ``pool_id`` (c10's
+        checkPoolLiveAllocations: "Could not find pool of id" for a pool never made)."""
+        if pool_id not in self._private:
+            raise RuntimeError("Could not find pool of id")
+        return {a for a, b in self._blocks.items() if b.allocated and b.owner == pool_id}
 
     def pool_use_count(self, pool_id: tuple[int, int]) -> int:
         entry = self._private.get(pool_id)
