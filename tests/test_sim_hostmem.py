@@ -197,3 +197,16 @@ def test_a_signature_tells_apart_what_changes_the_outputs_size() -> None:
         for fill in (1, 1.0)
     }
     assert as_kwarg >= {8000, 4000}
+
+
+def test_a_foreach_operator_whose_first_argument_is_a_scalar() -> None:
+    """``torch._foreach_pow(beta, steps)`` (Adam's capturable path): the host-memory bound
+    of a ``_foreach_`` operator reads a list only where there is one."""
+    with simulate("H100", values="real"):
+        steps = [torch.full((), 3.0, device="cuda") for _ in range(3)]
+        powers = torch._foreach_pow(0.5, steps)
+        assert [float(p) for p in powers] == [0.125] * 3
+        model = torch.nn.Linear(4, 4).cuda()
+        opt = torch.optim.Adam(model.parameters(), capturable=True, foreach=True)
+        model(torch.ones(2, 4, device="cuda")).sum().backward()
+        opt.step()

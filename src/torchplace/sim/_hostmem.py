@@ -176,7 +176,12 @@ def need(kind: int, func: Any, args: Any, kwargs: Any, leaves: list[torch.Tensor
                     break
             else:
                 kind = INPLACE
-        elif kind == FOREACH and args and len(args[0]) == len(leaves):
+        elif (
+            kind == FOREACH
+            and args
+            and isinstance(args[0], (list, tuple))  # not _foreach_pow(scalar, tensors)
+            and len(args[0]) == len(leaves)
+        ):
             kind = INPLACE
         if kind == INPLACE:
             return 2 * _WIDEST_ITEMSIZE * sum([t.numel() for t in leaves])
