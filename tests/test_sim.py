@@ -367,3 +367,25 @@ def test_an_explicit_host_device_wins_over_the_source_tensors(values: str) -> No
         c = torch.ones(3)
         assert torch.ones_like(c, device="cuda").device == torch.device("cuda", 0)
     assert report.transfers["d2h"]["count"] == 0  # nothing was copied
+
+
+@pytest.mark.parametrize("values", ["real", "placeholder"])
+def test_legacy_constructors_follow_the_source_or_the_current_device(values: str) -> None:
+    """``x.new(...)`` takes x's dtype and device, or ``device=`` of x's device type
+    (tensor_new.cpp legacy_tensor_new); ``torch.cuda.FloatTensor(n, device=None)`` is on the
+    current device (PyTorch's test_cuda_multigpu test_new and test_tensor_device)."""
+    with simulate("H100", gpus=2, values=values):
+        x = torch.randn(3, 3, dtype=torch.float16).cuda()
+        with torch.cuda.device(1):
+            made = [x.new([0, 1, 2]), x.new(2, 3), x.new(torch.Size([4])), x.new()]
+            assert [t.get_device() for t in made] == [0, 0, 0, 0]
+            assert [tuple(t.shape) for t in made] == [(3,), (2, 3), (4,), (0,)]
+            assert {t.dtype for t in made} == {torch.float16}
+            assert x.new([0, 1, 2], device=1).get_device() == 1
+            assert torch.cuda.FloatTensor(1, device=None).get_device() == 1
+            assert torch.cuda.FloatTensor(1, device=0).get_device() == 0
+        with pytest.raises(RuntimeError, match="legacy constructor expects device type: cuda"):
+            x.new([1], device="cpu")
+        assert torch.ones(2).new([1, 2]).device == torch.device("cpu")
+        if values == "real":
+            assert made[0].tolist() == [0.0, 1.0, 2.0]

@@ -49,7 +49,9 @@ def legacy_patches(state: SimState) -> list[tuple[Any, str, Any]]:
         def __call__(cls, *args: Any, **kwargs: Any) -> Any:
             if not cls.is_cuda:
                 return cls.real(*args, **kwargs)
-            device = kwargs.pop("device", "cuda")
+            device = kwargs.pop("device", None)
+            if device is None:  # device=None too: the current CUDA device
+                device = "cuda"
             if kwargs:
                 raise TypeError(
                     f"{cls}() got an unexpected keyword argument '{next(iter(kwargs))}'"

@@ -778,6 +778,7 @@ class SimFunctionMode(TorchFunctionMode):
                 x, "cpu", None, False, memory_format
             ),
             t.new_tensor: self._new_tensor,
+            t.new: self._legacy_new,
             t.copy_: self._copy_method,
             t.item: self._item,
             t.tolist: self._tolist,
@@ -986,6 +987,29 @@ class SimFunctionMode(TorchFunctionMode):
                 target: Any = "cpu" if home is None else torch.device("cuda", home)
                 _move_gradient(node, 1, lambda g: self._move(g, target, None, False, None))
         return out
+
+    def _legacy_new(self, x: torch.Tensor, *args: Any, device: Any = None) -> torch.Tensor:
+        """``x.new(...)``, the legacy constructor (torch/csrc/utils/tensor_new.cpp
+        legacy_tensor_new): x's dtype and device (or ``device=`` of x's device type); sizes
+        make an uninitialised tensor, one sequence makes one from data."""
+        label = self._label(x)
+        if label is None:
+            return _T.new(x, *args, **({} if device is None else {"device": device}))
+        target = label if device is None else self.resolve(device)
+        if target is None:
+            raise RuntimeError(
+                "legacy constructor expects device type: cuda but device type: "
+                f"{torch.device(device).type} was passed"
+            )
+        if len(args) == 1 and not isinstance(args[0], (int, torch.Size, torch.Tensor)):
+            return self._from_data(
+                torch.tensor, args[0], dtype=x.dtype, device=torch.device("cuda", target)
+            )
+        sizes = tuple(args[0]) if len(args) == 1 and isinstance(args[0], torch.Size) else args
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
+            return _T.new(x, *args)  # a storage or a tensor: torch's own answer
+        with self.on(target, explicit=True):
+            return torch.empty(sizes or (0,), dtype=x.dtype, device=self.state.backing)
 
     def _new_tensor(self, x: torch.Tensor, data: Any, **kwargs: Any) -> torch.Tensor:
         kwargs.setdefault("dtype", x.dtype)
