@@ -82,16 +82,20 @@ def name_tokens(name: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(name)}
 
 
-def _tokens_of(expr: ast.AST) -> set[str]:
-    """The words of every name, attribute and keyword in an expression."""
+def tokens_of(expr: ast.AST, *, strings: bool = False) -> set[str]:
+    """The words of every name, attribute and keyword argument in an expression; with
+    ``strings``, of its names, attributes and string constants instead (``args.resume``,
+    ``f"{out}/ckpt_{step}.pt"``)."""
     words: set[str] = set()
     for node in ast.walk(expr):
         if isinstance(node, ast.Name):
             words |= name_tokens(node.id)
         elif isinstance(node, ast.Attribute):
             words |= name_tokens(node.attr)
-        elif isinstance(node, ast.keyword) and node.arg:
+        elif not strings and isinstance(node, ast.keyword) and node.arg:
             words |= name_tokens(node.arg)
+        elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            words |= name_tokens(node.value)
     return words
 
 
@@ -426,7 +430,7 @@ class Context:
                     return True
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                marks = _tokens_of(stmt.value)
+                marks = tokens_of(stmt.value)
                 if any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets) and (
                     marks & _GPU_TOKENS or _skips(marks)
                 ):
@@ -497,12 +501,12 @@ class Context:
         if name_tokens(scope.name) & _GPU_TOKENS:
             return True
         for decorator in scope.decorator_list:
-            tokens = _tokens_of(decorator)
+            tokens = tokens_of(decorator)
             bound = (
                 self._module_values.get(decorator.id) if isinstance(decorator, ast.Name) else None
             )
             if bound is not None:  # requires_gpu = pytest.mark.skipif(...); @requires_gpu
-                tokens |= _tokens_of(bound)
+                tokens |= tokens_of(bound)
             if tokens & _GPU_TOKENS or _skips(tokens):
                 return True
         if isinstance(scope, ast.ClassDef):
@@ -535,12 +539,12 @@ class Context:
         if isinstance(stmt, ast.Assert):
             return self._mentions_gpu(stmt.test)
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            return _skips(_tokens_of(stmt.value.func))
+            return _skips(tokens_of(stmt.value.func))
         if not isinstance(stmt, ast.If) or not stmt.body:
             return False
         last = stmt.body[-1]
         if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
-            tokens = _tokens_of(last.value.func)
+            tokens = tokens_of(last.value.func)
             if _skips(tokens):
                 return True  # a test that skips under a condition runs only when it holds
             leaves = bool(tokens & {"exit", "quit"})
@@ -551,7 +555,7 @@ class Context:
     def _mentions_gpu(self, expr: ast.AST) -> bool:
         """Whether a condition asks about a GPU: an availability API, or a name that says
         GPU/CUDA/Triton (``has_triton()``, ``args.cuda``, ``is_sm_at_least_90``)."""
-        if _tokens_of(expr) & (_GPU_TOKENS | {"sm"}):
+        if tokens_of(expr) & (_GPU_TOKENS | {"sm"}):
             return True
         return any(
             isinstance(n, ast.Attribute)
@@ -594,7 +598,7 @@ class Context:
         for with_node in self.withs:
             for item in with_node.items:
                 expr = item.context_expr
-                tokens = _tokens_of(expr.func if isinstance(expr, ast.Call) else expr)
+                tokens = tokens_of(expr.func if isinstance(expr, ast.Call) else expr)
                 meta = isinstance(expr, ast.Call) and any(
                     isinstance(a, ast.Constant) and a.value == "meta" for a in expr.args
                 )

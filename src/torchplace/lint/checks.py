@@ -23,6 +23,7 @@ from torchplace.lint._context import (
     is_device_string,
     looks_like_device,
     name_tokens,
+    tokens_of,
 )
 from torchplace.lint.finding import Edit, Fix
 from torchplace.lint.rules import RULES
@@ -1560,11 +1561,11 @@ class Checker:
         goes into ``load_state_dict``/``set_*state_dict``, or the call, the name it is
         bound to or the path says state, weights, checkpoint or model. Data files,
         metrics and caches are written on the CPU as a rule: silent."""
-        words = _tokens_of_expr(load.args[0])
+        words = tokens_of(load.args[0], strings=True)
         node: ast.AST = load
         parent = self.ctx.parents.get(node)
         while isinstance(parent, ast.Subscript) and parent.value is node:  # torch.load(p)["model"]
-            words |= _tokens_of_expr(parent.slice)
+            words |= tokens_of(parent.slice, strings=True)
             node, parent = parent, self.ctx.parents.get(parent)
         if isinstance(parent, ast.Call):
             words |= name_tokens(_last_name_of(parent.func))
@@ -1809,7 +1810,7 @@ class Checker:
         child = node
         for parent in self.ctx.ancestors(node):
             if isinstance(parent, ast.ExceptHandler):
-                caught = _tokens_of_expr(parent.type) if parent.type is not None else set()
+                caught = tokens_of(parent.type, strings=True) if parent.type is not None else set()
                 if caught & {"attribute", "import", "module"}:
                     return True
                 tried = self.ctx.parents.get(parent)
@@ -1821,7 +1822,7 @@ class Checker:
                 ):
                     return True
             if isinstance(parent, ast.If) and child is not parent.test:
-                words = _tokens_of_expr(parent.test)
+                words = tokens_of(parent.test, strings=True)
                 if words & {"version", "hasattr"}:
                     return True  # if TORCH_VERSION < ...: / if hasattr(torch.amp, ...):
             if isinstance(parent, _SCOPES):
@@ -1934,20 +1935,6 @@ _CHECKPOINT_WORDS = frozenset(
         "model", "models", "pretrained", "resume", "params", "parameters", "sd", "pth",
     }
 )  # fmt: skip
-
-
-def _tokens_of_expr(expr: ast.AST) -> set[str]:
-    """The words of the names, attributes and strings in an expression
-    (``args.resume``, ``f"{out}/ckpt_{step}.pt"``)."""
-    words: set[str] = set()
-    for node in ast.walk(expr):
-        if isinstance(node, ast.Name):
-            words |= name_tokens(node.id)
-        elif isinstance(node, ast.Attribute):
-            words |= name_tokens(node.attr)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            words |= name_tokens(node.value)
-    return words
 
 
 def _is_list_expr(node: ast.AST) -> bool:
