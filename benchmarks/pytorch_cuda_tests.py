@@ -356,15 +356,14 @@ def render(results: list[FileResult], gpu: str) -> str:
             f"{len(r.needs_hardware)} need real hardware; {len(r.environment)} fail for the "
             f"machine or the test file (env); {r.skipped} skipped"
         )
-        if r.gaps:
-            lines.append("  simulator gaps:")
-            lines += [f"    {t}: {m}" for t, m in r.gaps.items()]
-        if r.needs_hardware:
-            lines.append("  need real hardware:")
-            lines += [f"    {t}: {m}" for t, m in r.needs_hardware.items()]
-        if r.environment:
-            lines.append("  the machine's or the test file's (env):")
-            lines += [f"    {t}: {m}" for t, m in r.environment.items()]
+        for title, failures in (
+            ("simulator gaps", r.gaps),
+            ("need real hardware", r.needs_hardware),
+            ("the machine's or the test file's (env)", r.environment),
+        ):
+            if failures:
+                lines.append(f"  {title}:")
+                lines += [f"    {t}: {m}" for t, m in failures.items()]
         if r.skips:
             lines.append("  skipped (reason: tests):")
             lines += [f"    {why}: {n}" for why, n in r.skips.items()]
