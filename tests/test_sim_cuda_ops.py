@@ -324,3 +324,22 @@ def test_half_ffts_run_on_cudas_path() -> None:
         for fft in (torch.fft.fft, torch.fft.rfft, torch.fft.ihfft):
             out = fft(x.to("cuda", torch.float16))
             assert out.dtype == torch.complex32 and out.device.type == "cuda"
+
+
+def test_a_binary_operator_with_a_number_runs_where_cuda_runs_it() -> None:
+    """TensorIterator computes ``x / 2`` in x's dtype (a number or 0-dim tensor does not
+    raise its category): complex32 arithmetic with numbers, and nanmean over it, run as
+    on CUDA, while what CUDA itself refuses (complex32 ``mean``) still raises."""
+    with simulate("H100"):
+        x = torch.full((3,), 2 + 0j, device="cuda", dtype=torch.complex32)
+        for out, want in (
+            (torch.div(x, 2), 1 + 0j),
+            (x * 3, 6 + 0j),
+            (torch.add(x, 1), 3 + 0j),
+            (x / torch.tensor(2.0), 1 + 0j),
+            (torch.nanmean(x), 2 + 0j),
+        ):
+            assert out.dtype == torch.complex32 and out.is_cuda
+            assert out.reshape(-1)[0].item() == want
+        with pytest.raises(NotImplementedError, match="not implemented for 'ComplexHalf'"):
+            x.mean()

@@ -133,11 +133,20 @@ class CudaRule:
             return None
         return found[0](found[1])
 
-    def widens(self, tensors: Sequence[torch.Tensor], args: Any, kwargs: Any) -> bool:
-        """Whether CUDA runs this call where the CPU build refused it."""
+    def widens(
+        self, tensors: Sequence[torch.Tensor], args: Any, kwargs: Any, *, pointwise: bool = False
+    ) -> bool:
+        """Whether CUDA runs this call where the CPU build refused it. A binary ``pointwise``
+        operator (TensorIterator) runs its kernel on the operands' common dtype, so it is
+        looked up as that dtype too (``complex32 / 2`` and ``complex32 / int64`` as
+        ``complex32 / complex32``)."""
         sig = signature(tensors, args, kwargs)
         if sig in self.widen:
             return True
+        if pointwise:
+            alike = _binary_common(tensors, args)
+            if alike is not None and (*alike, *sig[len(tensors) :]) in self.widen:
+                return True
         found = self.refuse.get(sig)  # refused, but run in this call's shape class
         return found is not None and shape_class(tensors) in found[2]
 
@@ -151,6 +160,18 @@ class CudaRule:
         if found is None:
             return None
         return found[0](found[1].replace("cuda:0", f"cuda:{gpu}"))
+
+
+def _binary_common(tensors: Sequence[torch.Tensor], args: Any) -> tuple[Any, ...] | None:
+    """A binary operator's two operands (tensors, then a Python number) as TensorIterator
+    computes them: both in their common dtype (``torch.result_type``: a number or a 0-dim
+    tensor does not raise the other's category; aten/src/ATen/TensorIterator.cpp
+    ``promote_inputs_to_common_dtype``, set for binary ops); None if not two operands."""
+    numbers = [a for a in args if isinstance(a, (bool, int, float, complex))]
+    if not tensors or len(tensors) + len(numbers) != 2:
+        return None
+    common = torch.result_type(tensors[0], [*tensors, *numbers][1])
+    return (common, common)
 
 
 def table_version(version: str | None = None) -> tuple[int, int] | None:

@@ -375,7 +375,11 @@ class SimDispatchMode(TorchDispatchMode):
             else:
                 out = self._run(func, op, args, kwargs, device)
         except (RuntimeError, NotImplementedError) as e:
-            if state.real and op.cuda is not None and op.cuda.widens(leaves, args, kwargs):
+            if (
+                state.real
+                and op.cuda is not None
+                and op.cuda.widens(leaves, args, kwargs, pointwise=torch.Tag.pointwise in func.tags)
+            ):
                 out = _cuda_ops.run_wider(func, args, kwargs, e)  # CUDA runs what the CPU lacks
             elif state.real and "can't allocate memory" in str(e):
                 self._host_allocation_failed(func, op, args, kwargs, out_label)
