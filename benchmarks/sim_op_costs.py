@@ -50,7 +50,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from bench_real_values import _EmptyModes  # this directory
 from torchplace.sim import simulate
-from torchplace.sim._modes import SimDispatchMode
+from torchplace.sim.emulation._modes import SimDispatchMode
 
 Case = Callable[[], Any]
 

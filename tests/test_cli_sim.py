@@ -51,7 +51,7 @@ def test_device_bug_is_reported_with_file_and_line() -> None:
     assert err["type"] == "RuntimeError"
     assert "Expected all tensors to be on the same device" in err["message"]
     assert err["file"].endswith("example.py") and err["line"] > 0
-    assert "Traceback" in r.stderr and "torchplace/sim/_modes.py" not in r.stderr
+    assert "Traceback" in r.stderr and "torchplace/sim/emulation/_modes.py" not in r.stderr
 
 
 def test_script_exit_code_args_and_oom_handling(tmp_path: Path) -> None:

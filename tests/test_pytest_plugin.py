@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch._dynamo  # imported by simulate(): loaded here, it survives pytester runs
 
-import torchplace.sim._simulate
+import torchplace.sim.emulation._simulate
 from torchplace import pytest_plugin
 from torchplace.sim import VALUES
 
@@ -29,7 +29,7 @@ pytest_plugins = ["pytester"]
 def _no_simulation_left_behind() -> Iterator[None]:
     """Every in-process run must leave this process as it found it: torch.cuda restored."""
     yield
-    assert not torchplace.sim._simulate._active
+    assert not torchplace.sim.emulation._simulate._active
     assert torch.cuda.is_available.__module__ == "torch.cuda"
 
 

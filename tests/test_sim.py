@@ -276,7 +276,7 @@ def test_each_allocation_names_the_users_line_that_made_it(
 ) -> None:
     import inspect
 
-    from torchplace.sim import _state
+    from torchplace.sim.accounting import _state
 
     lines = {
         tag: n
@@ -301,7 +301,7 @@ def test_storage_key_is_the_storage_address_without_a_storage_object() -> None:
     """The simulator keys storages with torch._C._storage_id (no Python storage object, no
     torch function): it must stay the same number as ``untyped_storage()._cdata``, and a
     tensor without storage must raise the same error, in every torch this runs on."""
-    from torchplace.sim._state import storage_key
+    from torchplace.sim.accounting._state import storage_key
 
     t = torch.randn(4, 4)
     for x in (t, t[1:], t.t(), nn.Parameter(torch.ones(3)), torch.empty(2, device="meta")):

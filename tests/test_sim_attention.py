@@ -1,4 +1,4 @@
-"""The GPU's fused attention kernels with real values (torchplace.sim._kernels).
+"""The GPU's fused attention kernels with real values (torchplace.sim.rules._kernels).
 
 The flash and memory-efficient kernels exist only for CUDA; with real values the simulator
 computes their outputs and gradients on the CPU. Checked against plain PyTorch on the CPU,

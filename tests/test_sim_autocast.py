@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchplace.sim import _autocast, simulate
+from torchplace.sim import simulate
+from torchplace.sim.rules import _autocast
 
 _ROOT = Path(__file__).resolve().parents[1]
 

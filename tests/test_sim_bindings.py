@@ -1,4 +1,4 @@
-"""The emulated ``torch._C`` CUDA bindings (sim/_bindings*.py): torch's own Python runs on them.
+"""The emulated ``torch._C`` CUDA bindings (sim/emulation/_bindings*.py): torch's own Python runs on them.
 
 Each test states what torch does and where (the file of torch's source that says so); the
 simulator must do the same through torch's unchanged Python.

@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torchplace.sim import _cuda_ops, simulate
+from torchplace.sim import simulate
+from torchplace.sim.rules import _cuda_ops
 
 aten = torch.ops.aten
 
@@ -183,7 +184,7 @@ def test_widened_in_place_and_out_calls_write_their_arguments() -> None:
 
 def test_scaled_mm_capability_rule_is_not_in_the_data() -> None:
     """_scaled_mm needs compute capability 8.9 (Blas.cpp): the data, made at 9.0, runs it;
-    the hand-written rule (_rules.check_dtypes) refuses it on an A100 (8.0)."""
+    the hand-written rule (_device_rules.check_dtypes) refuses it on an A100 (8.0)."""
     rule = _cuda_ops.rule_for(aten._scaled_mm.default)
     fp8 = (torch.float8_e4m3fn, torch.float8_e4m3fn, torch.float32, torch.float32)
     assert rule is None or fp8 not in rule.refuse

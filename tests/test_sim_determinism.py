@@ -1,4 +1,4 @@
-"""CUDA's deterministic-algorithm alerts on simulated GPUs (torchplace.sim._determinism).
+"""CUDA's deterministic-algorithm alerts on simulated GPUs (torchplace.sim.rules._determinism).
 
 The operators come from the installed torch's own list (tools/gen_deterministic.py reads
 ``torch.use_deterministic_algorithms``'s docstring and checks each kernel's caller string
@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchplace.sim import _determinism, simulate
+from torchplace.sim import simulate
+from torchplace.sim.rules import _determinism
 
 _ROOT = Path(__file__).resolve().parents[1]
 

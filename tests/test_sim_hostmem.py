@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from test_sim_values import _train
-from torchplace.sim import HostMemoryError, _hostmem, simulate
+from torchplace.sim import HostMemoryError, simulate
+from torchplace.sim.accounting import _hostmem
 
 MiB = 1024**2
 GiB = 1024**3

@@ -1,6 +1,6 @@
 """A simulated CUDA generator keeps CUDA's state: the seed and the Philox offset (16 bytes).
 
-aten/src/ATen/cuda/CUDAGeneratorImpl.cpp get_state / set_state; see src/torchplace/sim/_philox.py.
+aten/src/ATen/cuda/CUDAGeneratorImpl.cpp get_state / set_state; see src/torchplace/sim/emulation/_philox.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The attention kernel CUDA picks, ported from sdp_utils.cpp (torchplace.sim._sdpa).
+"""The attention kernel CUDA picks, ported from sdp_utils.cpp (torchplace.sim.rules._sdpa).
 
 Neighbouring cases across GPU generations, dtypes, head dims, masks, dropout, gradients,
 grouped-query attention, strides and alignment; the warnings and errors of a forced backend
@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from torchplace.sim import _sdpa, simulate
+from torchplace.sim import simulate
+from torchplace.sim.rules import _sdpa
 
 A100, A10, L4, T4, V100, P100 = (8, 0), (8, 6), (8, 9), (7, 5), (7, 0), (6, 0)
 H100, B200, RTX5090 = (9, 0), (10, 0), (12, 0)

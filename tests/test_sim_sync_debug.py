@@ -1,4 +1,4 @@
-"""``torch.cuda.set_sync_debug_mode`` on simulated GPUs (torchplace.sim._sync_debug).
+"""``torch.cuda.set_sync_debug_mode`` on simulated GPUs (torchplace.sim.rules._sync_debug).
 
 torch's own Python runs (argument checks, names); the bindings keep the mode; the syncs
 CUDA's code checks (c10/cuda/CUDAFunctions.h memcpy_and_sync, stream_synchronize) warn or

@@ -13,7 +13,7 @@ arguments) and where an error was raised. The dispatcher lists the operators the
 no CUDA kernel for. From that:
 
 - ``src/torchplace/data/cuda-ops-<major>.<minor>.json.gz`` (package data; the simulator
-  looks it up per operator, :mod:`torchplace.sim._cuda_ops`): the signatures CUDA refuses,
+  looks it up per operator, :mod:`torchplace.sim.rules._cuda_ops`): the signatures CUDA refuses,
   with the exception it raised; the operators it has no kernel for; the signatures CUDA
   runs and the CPU build refuses (computed in a wider dtype).
 - ``benchmarks/data/opinfo-cuda-<major>.<minor>.json.gz``: what CUDA did with every case
@@ -218,7 +218,7 @@ def worker(start: int, start_dtype: int) -> None:
 
     import opinfo_cases as cases  # this directory
     from torchplace.cost import call_tensors
-    from torchplace.sim._cuda_ops import (
+    from torchplace.sim.rules._cuda_ops import (
         device_pattern,
         function_key,
         shape_class,

@@ -163,7 +163,7 @@ def record(row: Row, *, gpu: str | None = None) -> Recording:
     import torch
 
     import torchplace
-    from torchplace.sim._trace import OP_KINDS
+    from torchplace.sim.accounting._trace import OP_KINDS
     from torchplace.timemodel.replay import Op
 
     key = gpu or row.gpu
@@ -204,7 +204,7 @@ def _running_state() -> Any:
     """The state of the simulation running now (its dispatch mode holds it)."""
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-    from torchplace.sim._modes import SimDispatchMode
+    from torchplace.sim.emulation._modes import SimDispatchMode
 
     for mode in _get_current_dispatch_mode_stack():
         if isinstance(mode, SimDispatchMode):

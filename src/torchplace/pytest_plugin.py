@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Generator, Iterator
     from types import TracebackType
 
-    from torchplace.sim._state import SimState
+    from torchplace.sim.accounting._state import SimState
     from torchplace.sim.report import SimReport
 
 __all__ = ["SimulatedGPUs", "Sync", "Transfer", "simulating"]
@@ -159,7 +159,7 @@ def _running_state() -> SimState:
     """The state of the simulation just entered (its dispatch mode holds it)."""
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-    from torchplace.sim._modes import SimDispatchMode
+    from torchplace.sim.emulation._modes import SimDispatchMode
 
     for mode in reversed(_get_current_dispatch_mode_stack()):
         if isinstance(mode, SimDispatchMode):
@@ -184,7 +184,7 @@ def simulating() -> bool:
         return False
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-    from torchplace.sim._modes import SimDispatchMode
+    from torchplace.sim.emulation._modes import SimDispatchMode
 
     return any(isinstance(m, SimDispatchMode) for m in _get_current_dispatch_mode_stack())
 

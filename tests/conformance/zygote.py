@@ -90,7 +90,7 @@ def _serve() -> None:
     import torch  # noqa: F401  (what the fork saves)
 
     from torchplace import cli
-    from torchplace.sim import _child, _simulate, planning  # noqa: F401
+    from torchplace.sim import _child, planning
 
     def run_child(config: dict[str, Any], script: planning.Script) -> int:
         def setup() -> None:

@@ -17,7 +17,7 @@ whatever its new memory held, usually zeros).
 The seal is checked before anything is unpickled, on the same open file that ``torch.load``
 then reads, so what was verified is what is loaded. ``data none`` marks a file that
 ``torchplace sim`` wrote with placeholder values (tensor metadata only, see
-``torchplace.sim._files``): it is read only inside that simulation.
+``torchplace.sim.emulation._files``): it is read only inside that simulation.
 
 The seal detects damage, not tampering: whoever can write the file can seal it again (what
 keeps a hostile file from running code is ``weights_only=True``).

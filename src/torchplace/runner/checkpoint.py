@@ -258,9 +258,9 @@ def _check_plain(what: str, value: Any, part: Any) -> None:
 
 def _simulated_target(path: Path, payload: Any) -> tuple[Path, bool]:
     """Inside ``torchplace sim``, where a checkpoint of simulated tensors goes (a simulated
-    run never replaces a real checkpoint; see torchplace.sim._files), and whether it is
+    run never replaces a real checkpoint; see torchplace.sim.emulation._files), and whether it is
     written without data (placeholder values)."""
-    from torchplace.sim import _files
+    from torchplace.sim.emulation import _files
 
     files = _files.current()
     if files is None:
@@ -271,7 +271,7 @@ def _simulated_target(path: Path, payload: Any) -> tuple[Path, bool]:
 
 def _simulated_source(path: Path) -> tuple[Path, bool]:
     """Inside ``torchplace sim``, where a load of ``path`` reads, and whether it is data-less."""
-    from torchplace.sim import _files
+    from torchplace.sim.emulation import _files
 
     files = _files.current()
     if files is None:

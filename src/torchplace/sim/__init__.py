@@ -46,14 +46,14 @@ _EXPORTS = {
     "SimReport": "torchplace.sim.report",
     "print_report": "torchplace.sim.report",
     "render": "torchplace.sim.report",
-    "VALUES": "torchplace.sim._simulate",
-    "HostMemoryError": "torchplace.sim._hostmem",
-    "simulate": "torchplace.sim._simulate",
+    "VALUES": "torchplace.sim.emulation._simulate",
+    "HostMemoryError": "torchplace.sim.accounting._hostmem",
+    "simulate": "torchplace.sim.emulation._simulate",
 }
 
 if TYPE_CHECKING:
-    from torchplace.sim._hostmem import HostMemoryError
-    from torchplace.sim._simulate import VALUES, simulate
+    from torchplace.sim.accounting._hostmem import HostMemoryError
+    from torchplace.sim.emulation._simulate import VALUES, simulate
     from torchplace.sim.report import (
         SCHEMA_VERSION,
         DeviceReport,

@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from torchplace.sim import _simulate, _values
-from torchplace.sim._state import _OWN_DIR
+from torchplace.sim import _values
+from torchplace.sim.accounting._state import _OWN_DIR
+from torchplace.sim.emulation import _simulate
 
 __all__ = ["main"]
 

@@ -179,8 +179,8 @@ class Scout:
     # --- set up, in the scout ------------------------------------------------------------
     def watch(self, state: Any) -> None:
         """Begin: hold the output, fence side effects, count host memory in ``state``."""
-        from torchplace.sim._hostmem import host_memory
-        from torchplace.sim._simulate import _host_memory_limit
+        from torchplace.sim.accounting._hostmem import host_memory
+        from torchplace.sim.emulation._simulate import _host_memory_limit
 
         self.state = state
         available, total = host_memory()
@@ -245,7 +245,7 @@ class Scout:
     # --- what the simulation tells it -------------------------------------------------------
     def short_of_host(self, why: str) -> None:
         """Real values would not fit: placeholders, and this is the run."""
-        from torchplace.sim._state import user_frame
+        from torchplace.sim.accounting._state import user_frame
         from torchplace.sim.summary import place
 
         at = user_frame()
@@ -314,7 +314,7 @@ class Scout:
 
     def _end_unseen(self, event: str, where: bool) -> None:
         from torchplace._units import format_bytes
-        from torchplace.sim._state import user_frame
+        from torchplace.sim.accounting._state import user_frame
         from torchplace.sim.summary import place
 
         self.watching = False  # (writing the decision is no side effect of the script's)

@@ -1,7 +1,7 @@
 """Which GPUs a run fits on, from one execution: replay and re-pricing of its trace.
 
 A simulation records every allocation and free in order, and every priced operation
-(:mod:`torchplace.sim._trace`). The memory of the same run on another GPU is that stream
+(:mod:`torchplace.sim.accounting._trace`). The memory of the same run on another GPU is that stream
 replayed through the other GPU's caching-allocator model (its capacity, CUDA context and
 cuBLAS workspace); its time is the same operations priced by the other GPU's roofline.
 That is exact for GPUs on which the script takes the same path — the same kernels and
@@ -27,12 +27,12 @@ import bisect
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from torchplace.sim._trace import OP_KINDS, WORKSPACE, Trace
+from torchplace.sim.accounting._trace import OP_KINDS, WORKSPACE, Trace
 from torchplace.sim.allocator import CachingAllocatorModel
 
 if TYPE_CHECKING:
     from torchplace.catalog import GPUSpec
-    from torchplace.sim._state import SimState
+    from torchplace.sim.accounting._state import SimState
 
 __all__ = ["GPUResult", "behaviour", "classes", "price", "price_steps", "replay", "replay_all"]
 
@@ -43,12 +43,12 @@ def behaviour(spec: GPUSpec) -> tuple[Any, ...]:
     """What in a GPU changes the path a script takes (GPUs that agree share a run).
 
     The attention kernel ``scaled_dot_product_attention`` picks
-    (:func:`torchplace.sim._rules.attention_kernels`); other differences (capacity, CUDA
-    context, cuBLAS workspace, peaks) are replayed or re-priced. A script that reads the
-    GPU's properties and branches on them is assumed to take the run's path (the report
-    says so).
+    (:func:`torchplace.sim.rules._device_rules.attention_kernels`); other differences
+    (capacity, CUDA context, cuBLAS workspace, peaks) are replayed or re-priced. A script
+    that reads the GPU's properties and branches on them is assumed to take the run's path
+    (the report says so).
     """
-    from torchplace.sim._rules import attention_kernels
+    from torchplace.sim.rules._device_rules import attention_kernels
 
     # the fused kernels keep different tensors for backward (the output and its log-sum-exp,
     # padded or not), and the math kernel the attention matrix: GPUs that pick the same
@@ -90,7 +90,7 @@ class GPUResult:
 
 
 def _workspace(spec: GPUSpec) -> int:
-    from torchplace.sim._state import cublas_workspace_bytes
+    from torchplace.sim.accounting._state import cublas_workspace_bytes
 
     return cublas_workspace_bytes(spec)
 
@@ -109,7 +109,7 @@ def replay(
         ``peak_allocated_bytes``, ``peak_reserved_bytes``, ``capacity_bytes``,
         ``context_bytes`` and ``oom`` (None, or the failing request with its frame).
     """
-    from torchplace.sim._state import context_bytes_for
+    from torchplace.sim.accounting._state import context_bytes_for
 
     cap = spec.torch_total_bytes if capacity is None else capacity
     ctx = context_bytes_for(spec) if context_bytes is None else context_bytes

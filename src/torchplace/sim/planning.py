@@ -271,7 +271,7 @@ def _run_child(config: dict[str, Any], script: Script) -> int:
     silent = not script.output
     out: Any = subprocess.DEVNULL if silent else (sys.stderr if script.stdout_to_stderr else None)
     # a simulation of its own, even when this runs inside one (a simulated script that
-    # calls torchplace sim): not the one torchplace.sim._processes.ENV names
+    # calls torchplace sim): not the one torchplace.sim.emulation._processes.ENV names
     env = {k: v for k, v in os.environ.items() if k != "TORCHPLACE_SIM_PROCESSES"}
     child = subprocess.Popen(
         cmd,
@@ -529,7 +529,7 @@ class _World:
         if values == "placeholder":
             return self._alone(shown, output), None
         from torchplace._units import format_bytes
-        from torchplace.sim._simulate import _host_memory_limit
+        from torchplace.sim.emulation._simulate import _host_memory_limit
 
         total = self.script.host_memory_limit or _host_memory_limit()
         share = total // world - RANK_PROCESS_BYTES if total else None  # None: unknown

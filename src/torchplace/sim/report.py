@@ -32,7 +32,7 @@ from torchplace.timemodel.step import summarize
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from torchplace.sim._state import SimState
+    from torchplace.sim.accounting._state import SimState
 
 __all__ = ["SCHEMA_VERSION", "DeviceReport", "SimReport", "print_report", "render"]
 

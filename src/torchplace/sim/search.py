@@ -230,7 +230,7 @@ def find_max(
     import torch
 
     from torchplace import catalog
-    from torchplace.sim._simulate import simulate
+    from torchplace.sim.emulation._simulate import simulate
 
     spec = catalog.lookup(gpu)
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from torchplace._output import write_atomic
 
 if TYPE_CHECKING:
-    from torchplace.sim._state import SimState
+    from torchplace.sim.accounting._state import SimState
 
 __all__ = ["MemoryHistory", "dump", "snapshot"]
 

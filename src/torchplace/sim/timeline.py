@@ -1,6 +1,6 @@
 """The memory timeline of a simulated GPU, derived from the run's allocation trace.
 
-The trace (:mod:`torchplace.sim._trace`) already holds every allocation, free and segment
+The trace (:mod:`torchplace.sim.accounting._trace`) already holds every allocation, free and segment
 event in order; this module sweeps it once per device and keeps, for display, a few
 thousand points: the running bytes allocated per category (each block rounded as the
 caching allocator rounds it, so the curve's top is ``torch.cuda.memory_allocated()``) and
@@ -33,13 +33,13 @@ import heapq
 from array import array
 from typing import TYPE_CHECKING, Any
 
-from torchplace.sim._trace import CATEGORY_NAMES
+from torchplace.sim.accounting._trace import CATEGORY_NAMES
 from torchplace.sim.allocator import round_size
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from torchplace.sim._state import SimState
+    from torchplace.sim.accounting._state import SimState
     from torchplace.sim.report import SimReport
 
 __all__ = ["COLOURS", "MAX_POINTS", "live_at_peak", "plot", "sections", "timeline", "unit"]

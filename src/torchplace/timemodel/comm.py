@@ -1,12 +1,12 @@
 """Collectives: NCCL's ring algorithms at the bus bandwidth NCCL reaches.
 
-Each rank sends ``bus`` bytes (:func:`torchplace.sim._comm.bus_bytes`: ``2(W-1)/W`` of the
-buffer for an all-reduce, ``(W-1)/W`` for all-gather and reduce-scatter) over the slowest
-link the group crosses. NCCL reaches ``collective.efficiency`` of that link's line rate
-(its protocol's overhead; nccl-tests reports it as *bus bandwidth*), so a collective takes
-``bus / (link × efficiency)`` plus one kernel launch. ``benchmarks/timing_accuracy.py``
-checks the bus bandwidth this gives against published nccl-tests results
-(``benchmarks/timing/nccl.csv``).
+Each rank sends ``bus`` bytes (:func:`torchplace.sim.accounting._comm.bus_bytes`:
+``2(W-1)/W`` of the buffer for an all-reduce, ``(W-1)/W`` for all-gather and reduce-scatter)
+over the slowest link the group crosses. NCCL reaches ``collective.efficiency`` of that
+link's line rate (its protocol's overhead; nccl-tests reports it as *bus bandwidth*), so a
+collective takes ``bus / (link × efficiency)`` plus one kernel launch.
+``benchmarks/timing_accuracy.py`` checks the bus bandwidth this gives against published
+nccl-tests results (``benchmarks/timing/nccl.csv``).
 
 Examples:
     >>> from torchplace.timemodel import comm, params

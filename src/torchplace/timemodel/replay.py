@@ -1,7 +1,7 @@
 """Re-price recorded operations on another GPU.
 
 A simulation records each operation's kernel signature, its host time and its kind
-(:class:`torchplace.sim._trace.Trace`); replaying that record through another GPU's
+(:class:`torchplace.sim.accounting._trace.Trace`); replaying that record through another GPU's
 :class:`~torchplace.timemodel.device.DeviceModel` gives the same run's time there, queue
 of host and GPU included (:class:`torchplace.cost.StepEstimate`), without running the
 script again. ``torchplace sim --gpu all`` and ``benchmarks/timing_accuracy.py`` do this.

@@ -16,13 +16,13 @@ from torch.optim import optimizer as _optimizer
 from torchplace import catalog
 from torchplace._units import parse_size
 from torchplace.cost import Peaks, StepEstimate, op_cost
-from torchplace.sim._comm import Topology
-from torchplace.sim._cuda_api import cublas_allows_tf32, patched_torch
-from torchplace.sim._distributed import patched_distributed
-from torchplace.sim._hostmem import HostMemoryError, host_memory
-from torchplace.sim._modes import SimDispatchMode, SimFunctionMode
-from torchplace.sim._processes import patched_processes
-from torchplace.sim._state import SimState, is_user_file
+from torchplace.sim.accounting._comm import Topology
+from torchplace.sim.accounting._hostmem import HostMemoryError, host_memory
+from torchplace.sim.accounting._state import SimState, is_user_file
+from torchplace.sim.emulation._cuda_api import cublas_allows_tf32, patched_torch
+from torchplace.sim.emulation._distributed import patched_distributed
+from torchplace.sim.emulation._modes import SimDispatchMode, SimFunctionMode
+from torchplace.sim.emulation._processes import patched_processes
 from torchplace.sim.report import SimReport
 from torchplace.timemodel.host import op_host_seconds
 

@@ -243,7 +243,7 @@ def table() -> dict[str, CudaRule]:
 @dataclass(frozen=True)
 class CudaPath:
     """A torch function whose code above the dispatcher takes another path on CUDA than on
-    the CPU (:mod:`torchplace.sim._cuda_path`): CUDA's errors there (first lines, device
+    the CPU (:mod:`torchplace.sim.rules._cuda_path`): CUDA's errors there (first lines, device
     indices left out), the dtypes (of its first tensor) the samples differed for, and
     whether mixing devices made them differ."""
 

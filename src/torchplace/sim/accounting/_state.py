@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchplace.cost import OpCost, transfer_seconds
-from torchplace.sim._comm import Topology
-from torchplace.sim._hostmem import HostMemoryError, HostRoom, host_memory
-from torchplace.sim._trace import CATEGORY_NAMES, WORKSPACE, Trace
+from torchplace.sim.accounting._comm import Topology
+from torchplace.sim.accounting._hostmem import HostMemoryError, HostRoom, host_memory
+from torchplace.sim.accounting._trace import CATEGORY_NAMES, WORKSPACE, Trace
 from torchplace.sim.allocator import AllocatorOOM, CachingAllocatorModel
 
 if TYPE_CHECKING:
@@ -57,7 +57,9 @@ BAD_FORK = (
 )
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN_DIR = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)  # torchplace/
 _SKIP_PREFIXES = (_TORCH_DIR, _OWN_DIR, "<frozen ", os.path.dirname(os.__file__))
 # a storage's real device (a simulation answers ``storage.device`` with its simulated one)
 _STORAGE_DEVICE = torch._C.StorageBase.device  # type: ignore[attr-defined]
@@ -286,7 +288,7 @@ class SimDevice:
     estimate: StepEstimate | None = None  # the cost model's running total for this GPU
     step_marks: list[float] = field(default_factory=lambda: [0.0])  # estimate at each step
     # the GPU time up to which the host has seen this device's work done, and when it looked
-    # (torchplace.sim._bindings_streams.Timeline)
+    # (torchplace.sim.emulation._bindings_streams.Timeline)
     done: float = 0.0
     done_wall: float = 0.0
     # (clock, GPU busy, host, samples, tokens) at the start and after every optimizer step
@@ -347,7 +349,9 @@ class SimState:
     phase: str = "other"
     scopes: list[str] = field(default_factory=list)
     initialized: bool = False  # CUDA was touched (a forked child then may not use it)
-    capture: Any = None  # the CUDA graph capture under way (torchplace.sim._bindings_graphs)
+    capture: Any = (
+        None  # the CUDA graph capture under way (torchplace.sim.emulation._bindings_graphs)
+    )
     bad_fork: bool = False  # this process was forked after its parent touched CUDA
     cublas_workspace_override: int | None = None  # torch.backends.cuda.cublas_workspace_size
     oom_observers: list[Any] = field(default_factory=list)  # called before an OOM error
@@ -922,8 +926,8 @@ class SimState:
                 estimate.add(OpCost(f"copy {kind}", 0.0, nbytes, seconds, "memory", host=host))
 
     def collective(self, device: int, kind: str, size: int, world: int) -> None:
-        """Price a collective over ``size`` bytes among ``world`` ranks (torchplace.sim._comm)."""
-        from torchplace.sim._comm import bus_bytes
+        """Price a collective over ``size`` bytes among ``world`` ranks (accounting/_comm.py)."""
+        from torchplace.sim.accounting._comm import bus_bytes
 
         bus = bus_bytes(kind, size, world)
         dev = self.devices[device]

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from torchplace.sim._state import SimState
+from torchplace.sim.accounting._state import SimState
 
 __all__ = ["SimFiles", "current"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from torchplace.sim._sdpa import warn
+from torchplace.sim.rules._sdpa import warn
 
 __all__ = ["alerts_for", "check"]
 

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from torchplace.sim._state import SimState
+from torchplace.sim.accounting._state import SimState
 
 __all__ = ["ENV", "ProcessSections", "patched_processes"]
 
@@ -113,7 +113,7 @@ def _join(config):
     global _joined
     _joined = True
     try:
-        from torchplace.sim._process_child import join_simulation
+        from torchplace.sim.emulation._process_child import join_simulation
     except Exception as e:  # a Python without torchplace: it cannot join
         _write(config, {"simulated": False, "reason": "not simulated: %s cannot import "
                         "torchplace (%s); it saw no GPU" % (_sys.executable, e)})
@@ -231,7 +231,7 @@ def patched_processes(state: SimState, options: dict[str, Any]) -> Iterator[Proc
         i = command.index("-c")
         args = ", ".join(f"{k}={v!r}" for k, v in kwds.items())
         command[i + 1] = (
-            "from torchplace.sim._process_child import spawn_main; "
+            "from torchplace.sim.emulation._process_child import spawn_main; "
             f"spawn_main({str(sections.config)!r}, {args})"
         )
         return command

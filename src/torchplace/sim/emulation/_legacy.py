@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from torchplace.sim._rules import LEGACY_TYPES
-from torchplace.sim._state import SimState
+from torchplace.sim.accounting._state import SimState
+from torchplace.sim.rules._device_rules import LEGACY_TYPES
 
 __all__ = ["legacy_patches"]
 

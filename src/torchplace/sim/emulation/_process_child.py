@@ -1,5 +1,5 @@
 """What a process that a simulated script started runs to enter the parent's simulation
-(:mod:`torchplace.sim._processes` points spawn children and joining Pythons here): the
+(:mod:`torchplace.sim.emulation._processes` points spawn children and joining Pythons here): the
 simulation with the parent's options, then the child's own work, then the child's report
 for the parent's process section.
 """
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from torchplace.sim import _simulate
+from torchplace.sim.emulation import _simulate
 
 __all__ = ["join_simulation", "spawn_main"]
 

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from torchplace.cost import OpCost
-from torchplace.sim._state import SimState
+from torchplace.sim.accounting._state import SimState
 
 __all__ = ["CUDA_TYPE", "Timeline", "invalid_ordinal", "stream_classes"]
 

@@ -76,7 +76,7 @@ _REDUCTION = getattr(torch.Tag, "reduction", None)
 _INPLACE = getattr(torch.Tag, "inplace", None)
 _INPLACE_VIEW = torch.Tag.inplace_view
 _COPIES = {_aten._to_copy.default, _aten.copy_.default}
-# the CPU's values of the CUDA attention kernels (torchplace.sim._kernels): with dropout,
+# the CPU's values of the CUDA attention kernels (torchplace.sim.rules._kernels): with dropout,
 # and in backward with dropout or a bias, they compute the attention weights in fp32
 _ATTENTION = {
     _aten._scaled_dot_product_efficient_attention.default: (5, None),
@@ -318,7 +318,7 @@ def _temporaries(
 def _attention(func: Any, args: Any, kwargs: Any) -> int:
     """The attention weights the CPU computes for the simulated flash and memory-efficient
     kernels with dropout (or, backward, a bias): scores, weights and the dropout mask in
-    fp32 (torchplace.sim._kernels)."""
+    fp32 (torchplace.sim.rules._kernels)."""
     where = _ATTENTION.get(func)
     if where is None:
         return 0

@@ -1,7 +1,7 @@
 """The Python-level replacements a simulation makes, where no binding lies beneath.
 
 ``torch.cuda`` and ``torch.accelerator`` answer through torch's own Python over the emulated
-bindings (:mod:`torchplace.sim._bindings`). What is left here has no ``torch._C`` binding
+bindings (:mod:`torchplace.sim.emulation._bindings`). What is left here has no ``torch._C`` binding
 under it to emulate, each listed with its reason in docs/sim.md ("What the simulator
 replaces at the Python level"): the ``Tensor`` and storage methods whose C++ would see the
 backing device (``pin_memory``, ``is_pinned``, ``record_stream``, ``UntypedStorage.data_ptr``
@@ -11,7 +11,7 @@ parser (an int names a CUDA device), the constants of a CUDA build (``torch.vers
 cuDNN's version and availability, NCCL), ``torch.compile`` (runs eagerly), the entry of the
 autograd engine and two ``torch.nn.functional`` functions (so code run from C++ still sees
 the simulation), ``torch.save``/``torch.load`` of simulated tensors, and the legacy tensor
-types (:mod:`torchplace.sim._legacy`). Everything is restored when the simulation ends.
+types (:mod:`torchplace.sim.emulation._legacy`). Everything is restored when the simulation ends.
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from typing import Any, TypeVar
 import torch
 import torch.nn.functional as F
 
-from torchplace.sim import _cuda_rules, _sync_debug
-from torchplace.sim._bindings import installed
-from torchplace.sim._bindings_streams import tag_backward_stream
-from torchplace.sim._files import SimFiles
-from torchplace.sim._legacy import legacy_patches
-from torchplace.sim._modes import _DROPOUT, _SDPA, SimFunctionMode
-from torchplace.sim._philox import PhiloxState
-from torchplace.sim._philox import pack as philox_pack
-from torchplace.sim._philox import unpack as philox_unpack
-from torchplace.sim._state import SimState
+from torchplace.sim.accounting._state import SimState
+from torchplace.sim.emulation._bindings import installed
+from torchplace.sim.emulation._bindings_streams import tag_backward_stream
+from torchplace.sim.emulation._files import SimFiles
+from torchplace.sim.emulation._legacy import legacy_patches
+from torchplace.sim.emulation._modes import _DROPOUT, _SDPA, SimFunctionMode
+from torchplace.sim.emulation._philox import PhiloxState
+from torchplace.sim.emulation._philox import pack as philox_pack
+from torchplace.sim.emulation._philox import unpack as philox_unpack
+from torchplace.sim.rules import _cuda_rules, _sync_debug
 
 __all__ = [
     "CUDA_VERSION", "SimGenerator", "cublas_allows_tf32", "patched_torch",
@@ -94,7 +94,7 @@ class SimGenerator(torch._C.Generator, metaclass=_GeneratorMeta):
             return torch.device("cpu")
         return torch.device("cuda", self._label) if self._indexed else torch.device("cuda")
 
-    # A simulated CUDA generator's state is CUDA's (seed, Philox offset): sim/_philox.py.
+    # A simulated CUDA generator's state is CUDA's (seed, Philox offset): sim/emulation/_philox.py.
     _philox: PhiloxState | None = None
 
     @property
@@ -562,13 +562,13 @@ def patched_torch(
     patches: list[tuple[Any, str, Any]] = [(torch._C, k, v) for k, v in _comm_api().items()]
     patches += [(torch._C, k, v) for k, v in _sync_debug.bindings().items()]
     patches += [
-        # the sync debug mode (torch.cuda.set_sync_debug_mode): sim/_sync_debug.py
+        # the sync debug mode (torch.cuda.set_sync_debug_mode): sim/rules/_sync_debug.py
     ]
     real_is_pinned = torch.Tensor.is_pinned
 
     # Tensor.pin_memory / is_pinned ask the CUDA host allocator of the tensor's real
     # device (at::native::_pin_memory, is_pinned): a simulation keeps its own record
-    # (torchplace.sim._bindings.PinnedHostMemory, the host caching allocator's statistics)
+    # (torchplace.sim.emulation._bindings.PinnedHostMemory, the host caching allocator's statistics)
     def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
         if state.label(self) is not None:
             raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")

@@ -9,7 +9,7 @@ replay their captured work), and torch's own Python runs unchanged on top of the
 lazy initialisation (``torch.cuda.is_initialized()`` turns True when CUDA is first used, as
 on a GPU), its argument checks, its errors and warnings. Classes that torch's modules
 derive from these bindings at import are re-created from torch's own source
-(:mod:`torchplace.sim._bindings_reload`). Everything is put back when the simulation ends.
+(:mod:`torchplace.sim.emulation._bindings_reload`). Everything is put back when the simulation ends.
 
 Each binding follows the C++ it stands for (``torch/csrc/cuda/Module.cpp`` unless said
 otherwise). What a simulated GPU cannot do (pluggable allocators loaded from a shared
@@ -30,19 +30,19 @@ from typing import Any
 
 import torch
 
-from torchplace.sim._bindings_graphs import graph_bindings
-from torchplace.sim._bindings_host import PinnedHostMemory
-from torchplace.sim._bindings_reload import reloaded
-from torchplace.sim._bindings_settings import settings_bindings
-from torchplace.sim._bindings_streams import (
+from torchplace.sim.accounting._state import SimState, is_user_file, sim_uuid
+from torchplace.sim.allocator import AllocatorOOM
+from torchplace.sim.emulation._bindings_graphs import graph_bindings
+from torchplace.sim.emulation._bindings_host import PinnedHostMemory
+from torchplace.sim.emulation._bindings_reload import reloaded
+from torchplace.sim.emulation._bindings_settings import settings_bindings
+from torchplace.sim.emulation._bindings_streams import (
     CUDA_TYPE,
     Timeline,
     device_clock_khz,
     invalid_ordinal,
     stream_classes,
 )
-from torchplace.sim._state import SimState, is_user_file, sim_uuid
-from torchplace.sim.allocator import AllocatorOOM
 from torchplace.sim.snapshot import MemoryHistory
 
 __all__ = ["ARCH_FLAGS", "CUDA_RUNTIME", "CUDNN_VERSION", "installed", "not_simulated"]

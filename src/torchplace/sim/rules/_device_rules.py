@@ -424,7 +424,7 @@ def _index_put(args: Any, kwargs: Any, dev: Dev) -> None:
 #: Operators that take one tensor on the CPU whatever the device of the others: a
 #: PackedSequence's lengths "must be a CPU int64 tensor" (aten/src/ATen/native/
 #: PackedSequence.cpp, checkLongTensor and NOTE [ device and dtype of a PackedSequence ]).
-#: (``_pad_packed_sequence`` is composite: torchplace.sim._modes handles it whole.)
+#: (``_pad_packed_sequence`` is composite: torchplace.sim.emulation._modes handles it whole.)
 HOST_ARGUMENTS = {"aten::_pack_padded_sequence": "lengths"}
 #: Outputs (by position) that a CUDA kernel makes on the host: a PackedSequence's
 #: ``batch_sizes`` (as above); the memory-efficient attention kernel's philox seed and offset
@@ -499,7 +499,7 @@ def check_dtypes(func: Any, args: Any, capability: tuple[int, int] | None) -> No
 
     ``torch._scaled_mm`` needs compute capability 8.9 or later
     (aten/src/ATen/native/cuda/Blas.cpp, _scaled_mm_out_cuda). Which dtypes each kernel
-    takes is generated data (:mod:`torchplace.sim._cuda_ops`), the same on every GPU; this
+    takes is generated data (:mod:`torchplace.sim.rules._cuda_ops`), the same on every GPU; this
     check depends on the simulated GPU, which that data (made at compute capability 9.0)
     cannot say.
     """
@@ -513,7 +513,7 @@ def check_dtypes(func: Any, args: Any, capability: tuple[int, int] | None) -> No
 def attention_kernels(spec: Any) -> tuple[Any, ...]:
     """What of a GPU decides the kernel ``scaled_dot_product_attention`` runs: its vendor and
     architecture. CUDA's checks (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, ported
-    in torchplace.sim._sdpa) read the compute capability in many places (the kernels'
+    in torchplace.sim.rules._sdpa) read the compute capability in many places (the kernels'
     architecture ranges, dtypes from sm80, head dims on sm86-89 and sm120, cuDNN first on
     sm90/sm10x); ROCm builds read the gfx architecture. GPUs with the same key run the same
     kernels."""

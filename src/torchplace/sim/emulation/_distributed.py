@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from torchplace.sim._modes import SimFunctionMode
-from torchplace.sim._state import SimState
+from torchplace.sim.accounting._state import SimState
+from torchplace.sim.emulation._modes import SimFunctionMode
 
 __all__ = ["patched_distributed"]
 

@@ -5,13 +5,13 @@ talks to: it rewrites ``device="cuda..."`` (and the default device) to the backi
 device, implements ``.to()``, ``.cuda()``, ``.cpu()`` and tensor creation from data across
 host and simulated devices, answers ``Tensor.device``, ``is_cuda``, ``get_device()``,
 ``type()`` and ``data_ptr()`` from the simulator's labels, reads values (real ones, or
-placeholders), and runs the SDPA kernel the target GPU would choose (torchplace.sim._sdpa;
-CUDA autocast applies in the dispatcher: torchplace.sim._autocast).
+placeholders), and runs the SDPA kernel the target GPU would choose (torchplace.sim.rules._sdpa;
+CUDA autocast applies in the dispatcher: torchplace.sim.rules._autocast).
 
 ``SimDispatchMode`` (a ``TorchDispatchMode``, below autograd, so it also sees the backward
 pass and the optimizers) propagates labels from inputs to outputs, enforces CUDA's device
-and dtype rules with PyTorch's own errors (:mod:`torchplace.sim._rules`) and CUDA's
-deterministic-algorithm alerts (:mod:`torchplace.sim._determinism`), counts syncs,
+and dtype rules with PyTorch's own errors (:mod:`torchplace.sim.rules._device_rules`) and CUDA's
+deterministic-algorithm alerts (:mod:`torchplace.sim.rules._determinism`), counts syncs,
 routes random numbers through each simulated device's generator, and accounts every new
 storage.
 """
@@ -34,23 +34,22 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from torchplace.cost import call_tensors, runs_kernel, tensors_in
-from torchplace.sim import (
+from torchplace.sim.accounting import _comm, _hostmem
+from torchplace.sim.accounting._state import UNKNOWN, SimState, storage_key
+from torchplace.sim.emulation._bindings_streams import invalid_ordinal, tag_backward_stream
+from torchplace.sim.rules import (
     _autocast,
-    _comm,
     _cuda_ops,
     _determinism,
-    _hostmem,
+    _device_rules,
     _index_limits,
-    _rules,
     _sdpa,
     _sync_debug,
 )
-from torchplace.sim._bindings_streams import invalid_ordinal, tag_backward_stream
-from torchplace.sim._cuda_path import PATH_CACHE as _PATH_CACHE
-from torchplace.sim._cuda_path import applies, cuda_path, path_of, wider
-from torchplace.sim._kernels import REAL_KERNELS
-from torchplace.sim._python_functions import reads_device, unguarded
-from torchplace.sim._state import UNKNOWN, SimState, storage_key
+from torchplace.sim.rules._cuda_path import PATH_CACHE as _PATH_CACHE
+from torchplace.sim.rules._cuda_path import applies, cuda_path, path_of, wider
+from torchplace.sim.rules._kernels import REAL_KERNELS
+from torchplace.sim.rules._python_functions import reads_device, unguarded
 
 __all__ = ["SimDispatchMode", "SimFunctionMode", "placeholder_scalar"]
 
@@ -101,7 +100,7 @@ _DYNAMIC = torch.Tag.dynamic_output_shape
 _HOST = -1  # the label of an explicit device= on the host (see SimFunctionMode.on)
 _INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_")
 _INDEX_LIMITS = _index_limits.LIMITS  # ops whose CUDA kernel indexes with 32 bits only
-_DTYPE_RULES = {"aten::_scaled_mm"}  # ops _rules.check_dtypes checks
+_DTYPE_RULES = {"aten::_scaled_mm"}  # ops _device_rules.check_dtypes checks
 
 
 def _non_blocking(args: Any, kwargs: Any) -> bool:
@@ -116,10 +115,12 @@ class _Op:
 
     name: str  # the schema name, "aten::add"
     index: bool  # indexing: the output is on the indexed tensor's device
-    host_arguments: bool  # takes an argument that must be on the host (_rules)
+    host_arguments: bool  # takes an argument that must be on the host (_device_rules)
     host_outputs: tuple[int, ...]  # outputs the CUDA kernel makes on the host
     gemm: bool  # a cuBLAS matrix product (cuBLAS allocates its workspace at the first)
-    dtype_rule: bool  # the GPU's check depends on its compute capability (_rules.check_dtypes)
+    dtype_rule: (
+        bool  # the GPU's check depends on its compute capability (_device_rules.check_dtypes)
+    )
     cuda: _cuda_ops.CudaRule | None  # what CUDA's build does that the CPU's does not
     foreach: bool  # a _foreach_ op: its outputs are on the devices of its first list
     may_sync: bool  # may make CUDA wait for the GPU (_count_sync decides)
@@ -142,8 +143,8 @@ class _Op:
         name = func._schema.name
         sync = name in _INDEX_OPS or name in _SYNC_OPS or _DYNAMIC in func.tags
         return _Op(
-            name, name in _INDEX_OPS, name in _rules.HOST_ARGUMENTS,
-            _rules.HOST_OUTPUTS.get(name, ()), func in _GEMMS, name in _DTYPE_RULES,
+            name, name in _INDEX_OPS, name in _device_rules.HOST_ARGUMENTS,
+            _device_rules.HOST_OUTPUTS.get(name, ()), func in _GEMMS, name in _DTYPE_RULES,
             _cuda_ops.rule_for(func), name.startswith("aten::_foreach_"), sync,
             _SEEDED in func.tags,
             any(a.name == "generator" for a in func._schema.arguments),
@@ -309,7 +310,7 @@ class SimDispatchMode(TorchDispatchMode):
                     gpu = next(iter(labels.values()))
                     verdict = op.cuda.mixing(leaves, [id(t) in labels for t in leaves], gpu)
                 if verdict is None:
-                    _rules.check(func, args, kwargs, dev)
+                    _device_rules.check(func, args, kwargs, dev)
                 elif verdict is not True:
                     raise verdict
             if op.index and args and isinstance(args[0], torch.Tensor):
@@ -346,7 +347,7 @@ class SimDispatchMode(TorchDispatchMode):
             if refused is not None:
                 raise refused
         if labels and op.dtype_rule:
-            _rules.check_dtypes(func, args, device.capability)
+            _device_rules.check_dtypes(func, args, device.capability)
         if labels and op.name in _INDEX_LIMITS:
             _index_limits.check(op.name, args, kwargs)
         if op.gemm:
@@ -435,7 +436,7 @@ class SimDispatchMode(TorchDispatchMode):
             return func(*args, **kwargs)  # __torch_function__, which sees the object it holds
         # Random numbers on a simulated GPU come from that GPU's generator (seeded by
         # torch.manual_seed / torch.cuda.manual_seed), so host random streams stay as
-        # they would be on a GPU machine; its state is CUDA's (sim/_philox.py).
+        # they would be on a GPU machine; its state is CUDA's (sim/emulation/_philox.py).
         gen = device.generator
         if op.takes_generator:
             return _draw(gen, lambda: func(*args, **{**kwargs, "generator": gen}))
@@ -717,7 +718,7 @@ def _sdpa_gpu(spec: Any) -> _sdpa.Gpu:
 def _fused_sdpa(kernel: str, p: _sdpa.Params, scale: float | None) -> torch.Tensor:
     """attention.cpp scaled_dot_product_attention's call of the chosen fused kernel: the same
     operator as on the GPU (its meta function with placeholder values, its values computed
-    on the CPU with real ones: torchplace.sim._kernels), with the same padding and masks."""
+    on the CPU with real ones: torchplace.sim.rules._kernels), with the same padding and masks."""
     q, k, v, mask = p.query, p.key, p.value, p.attn_mask
     # should_compute_logsumexp: the log-sum-exp is kept for backward only when it will run
     lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
@@ -936,7 +937,7 @@ class SimFunctionMode(TorchFunctionMode):
         site = self.state.site
         saved, local.target, frame, site.frame = local.target, label, site.frame, UNKNOWN
         try:
-            if generator is not None:  # a generator of the script's own (sim/_philox.py)
+            if generator is not None:  # a generator of the script's own (sim/emulation/_philox.py)
                 out = _draw(generator, lambda: func(*args, **kwargs))
             else:
                 out = func(*args, **kwargs)
@@ -1247,7 +1248,11 @@ class SimFunctionMode(TorchFunctionMode):
     def _type(self, x: torch.Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
         label = self._label(x)
         if dtype is None:
-            return _T.type(x) if label is None else _rules.tensor_type(x, lambda t: f"cuda:{label}")
+            return (
+                _T.type(x)
+                if label is None
+                else _device_rules.tensor_type(x, lambda t: f"cuda:{label}")
+            )
         if isinstance(dtype, torch.dtype):
             if label is None:
                 return _T.type(x, dtype, non_blocking)
@@ -1257,7 +1262,7 @@ class SimFunctionMode(TorchFunctionMode):
         to_cuda = name.startswith("torch.cuda.")
         if label is None and not to_cuda:
             return _T.type(x, getattr(dtype, "real", dtype), non_blocking)
-        target_dtype = _rules.LEGACY_TYPES.get(name.rsplit(".", 1)[-1])
+        target_dtype = _device_rules.LEGACY_TYPES.get(name.rsplit(".", 1)[-1])
         if target_dtype is None or name.count(".") != (2 if to_cuda else 1):
             raise ValueError(f"invalid type: '{name}'")
         if not to_cuda:
@@ -1291,7 +1296,7 @@ class SimFunctionMode(TorchFunctionMode):
         real = torch._VF._pad_packed_sequence
         label = self._label(data)
         on_gpu = self._label(batch_sizes)
-        _rules.check_lengths(
+        _device_rules.check_lengths(
             batch_sizes, lambda t: str(t.device) if on_gpu is None else f"cuda:{on_gpu}"
         )
         if label is None:

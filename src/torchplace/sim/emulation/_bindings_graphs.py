@@ -30,8 +30,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from torchplace.cost import runs_kernel, tensors_in
-from torchplace.sim._modes import _Op
-from torchplace.sim._state import SimState, storage_key
+from torchplace.sim.accounting._state import SimState, storage_key
+from torchplace.sim.emulation._modes import _Op
 
 __all__ = ["graph_bindings"]
 

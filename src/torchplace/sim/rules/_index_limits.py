@@ -27,7 +27,7 @@ def _avg_pool2d_output(args: Any, kwargs: Any) -> int:
     # benchmarks/data/opinfo-cuda-*.json.gz), so the shape comes from the meta function in
     # a dtype it accepts: torch's Python meta_avg_pool2d (torch/_meta_registrations.py)
     # refuses unsigned integers as the CPU kernel does; CUDA's dtype refusal is the
-    # generated table's (sim/_cuda_ops.py), checked before this
+    # generated table's (sim/rules/_cuda_ops.py), checked before this
     meta = [
         torch.empty_like(a, device="meta", dtype=torch.float32)
         if isinstance(a, torch.Tensor)

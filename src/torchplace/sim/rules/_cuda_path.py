@@ -13,7 +13,7 @@ records CUDA's errors there (``paths`` in the table).
 
 For those functions only, :func:`cuda_path` runs the call first on fake tensors on the
 simulated CUDA devices (``FakeTensorMode``: shapes and dtypes, no data), with CUDA's
-refusals (:mod:`torchplace.sim._cuda_ops`) checked at every aten operator that path
+refusals (:mod:`torchplace.sim.rules._cuda_ops`) checked at every aten operator that path
 reaches: it raises CUDA's error where CUDA raises one, and otherwise returns the outputs'
 fake tensors, whose dtypes :func:`wider` gives a call the CPU then refuses (bf16 FFTs), the
 call made in a wider dtype. An error the fake run raises that is not one of CUDA's recorded
@@ -36,7 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_map
 
 from torchplace.cost import call_tensors
-from torchplace.sim._cuda_ops import CudaPath, function_key, paths, rule_for
+from torchplace.sim.rules._cuda_ops import CudaPath, function_key, paths, rule_for
 
 __all__ = ["PATH_CACHE", "applies", "cuda_path", "path_of", "wider"]
 

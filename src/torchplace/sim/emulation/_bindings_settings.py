@@ -12,7 +12,7 @@ import os
 import warnings
 from typing import Any
 
-from torchplace.sim._state import SimState
+from torchplace.sim.accounting._state import SimState
 
 __all__ = ["settings_bindings"]
 
@@ -88,7 +88,7 @@ class _Settings:
         self.state.cublas_workspace_override = int(size)
 
     def cublas(self) -> int:
-        from torchplace.sim._state import cublas_workspace_bytes
+        from torchplace.sim.accounting._state import cublas_workspace_bytes
 
         state = self.state
         spec = state.devices[state.current].spec

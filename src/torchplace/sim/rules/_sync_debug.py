@@ -22,10 +22,10 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from torchplace.sim._sdpa import warn
+from torchplace.sim.rules._sdpa import warn
 
 if TYPE_CHECKING:
-    from torchplace.sim._state import SimState
+    from torchplace.sim.accounting._state import SimState
 
 __all__ = ["bindings", "check", "installed"]
 
