@@ -1,13 +1,16 @@
 """Everyday CUDA behaviours nobody listed, each run under `torchplace sim --gpu H100`.
 
-Every script in benchmarks/unlisted/ states in its docstring one behaviour a PyTorch user
-relies on, asserts what a real GPU does (each expectation cites its source in a comment)
-and exits 0 when the simulated GPU behaves the same. A header line `# gpus: 2` asks for two
-simulated GPUs. This runner runs each script on each torch build, prints pass/fail per
-script and the rate, and with --json writes the results as JSON.
+Every script in a set's folder (benchmarks/unlisted/, the first set; benchmarks/unlisted2/,
+a second set written later without reading the simulator) states in its docstring one
+behaviour a PyTorch user relies on, asserts what a real GPU does (each expectation cites its
+source in a comment) and exits 0 when the simulated GPU behaves the same. A header line `#
+gpus: 2` asks for two simulated GPUs. This runner runs each script on each torch build,
+prints pass/fail per script and the rate, and with --json writes the results as JSON.
 
-    python benchmarks/unlisted_behaviours.py                 # both builds, 2 at a time
+    python benchmarks/unlisted_behaviours.py                 # first set, both builds, 2 at a time
     python benchmarks/unlisted_behaviours.py --build cpu -k mem_
+    python benchmarks/unlisted_behaviours.py --set unlisted2  # the second set
+    python benchmarks/unlisted_behaviours.py --set all        # both sets
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = Path(__file__).resolve().parent / "unlisted"
+HERE = Path(__file__).resolve().parent
+SETS = {"unlisted": HERE / "unlisted", "unlisted2": HERE / "unlisted2"}
 BUILDS = {
     "cpu": ROOT / ".venv" / "bin" / "python",
     "cuda": Path("/work/main/.venv-cuda/bin/python"),
@@ -35,6 +39,7 @@ GPUS = re.compile(r"^# gpus: (\d+)$", re.MULTILINE)
 @dataclass
 class Result:
     build: str
+    set: str
     script: str
     gpus: int
     passed: bool
@@ -71,13 +76,14 @@ def run_one(
             cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
         )
     except subprocess.TimeoutExpired:
-        return Result(build, script.stem, gpus, False, timeout, f"timed out after {timeout:.0f} s")
+        reason = f"timed out after {timeout:.0f} s"
+        return Result(build, script.parent.name, script.stem, gpus, False, timeout, reason)
     seconds = time.monotonic() - start
     passed = proc.returncode == 0
     reason = (
         "" if passed else f"exit {proc.returncode}: {last_error_line(proc.stderr or proc.stdout)}"
     )
-    return Result(build, script.stem, gpus, passed, round(seconds, 1), reason)
+    return Result(build, script.parent.name, script.stem, gpus, passed, round(seconds, 1), reason)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,13 +106,23 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=180.0, help="seconds per script (default 180)"
     )
     parser.add_argument(
+        "--set",
+        dest="sets",
+        choices=[*SETS, "all"],
+        default="unlisted",
+        help="which set of scripts: unlisted (the first, default), unlisted2, or all",
+    )
+    parser.add_argument(
         "-k", dest="pattern", default="", help="only scripts whose name contains this"
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
 
     wanted = args.pattern.split(",")
-    scripts = sorted(p for p in CASES.glob("*.py") if any(w in p.stem for w in wanted))
+    folders = list(SETS.values()) if args.sets == "all" else [SETS[args.sets]]
+    scripts = [
+        p for f in folders for p in sorted(f.glob("*.py")) if any(w in p.stem for w in wanted)
+    ]
     pythons = {"cpu": args.cpu_python, "cuda": args.cuda_python}
     builds = ["cpu", "cuda"] if args.build == "both" else [args.build]
     missing = [b for b in builds if not pythons[b].exists()]
@@ -128,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             r = future.result()
             results.append(r)
             mark = "pass" if r.passed else "FAIL"
-            print(f"{r.build:4}  {mark}  {r.script:40} {r.seconds:6.1f} s  {r.reason}", flush=True)
+            name = f"{r.set}/{r.script}" if args.sets == "all" else r.script
+            print(f"{r.build:4}  {mark}  {name:40} {r.seconds:6.1f} s  {r.reason}", flush=True)
 
     summary = {}
     for b in builds:
@@ -137,11 +154,15 @@ def main(argv: list[str] | None = None) -> int:
         summary[b] = {"passed": passed, "total": len(mine), "rate": round(passed / len(mine), 4)}
         print(f"{b} build: {passed}/{len(mine)} pass ({100 * passed / len(mine):.1f}%)")
     wall = time.monotonic() - start
-    print(f"wall {wall:.0f} s, --jobs {args.jobs}, --gpu {args.gpu}, --values {args.values}")
+    print(
+        f"wall {wall:.0f} s, --set {args.sets}, --jobs {args.jobs}, --gpu {args.gpu},"
+        f" --values {args.values}"
+    )
     if args.json:
         args.json.write_text(
             json.dumps(
                 {
+                    "set": args.sets,
                     "gpu": args.gpu,
                     "values": args.values,
                     "wall_s": round(wall, 1),
