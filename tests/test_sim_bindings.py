@@ -396,6 +396,24 @@ def test_pinned_memory_is_reused_by_address() -> None:
         assert gpu.item() == 1
 
 
+@pytest.mark.parametrize("values", ["real", "placeholder"])
+def test_a_non_blocking_copy_to_the_host_lands_in_pinned_memory(values: str) -> None:
+    # aten/src/ATen/native/TensorConversions.cpp _to_copy: pin_out = non_blocking && self
+    # on the GPU && a strided host result; a blocking copy's result is pageable
+    with simulate("H100", gpus=2, values=values):
+        g = torch.arange(6.0, device="cuda:1", requires_grad=True)
+        h = g.to("cpu", torch.float64, non_blocking=True)
+        assert h.is_pinned() and h.dtype == torch.float64 and h.grad_fn is not None
+        h.sum().backward()
+        assert g.grad is not None and g.grad.device == torch.device("cuda", 1)
+        in_use = torch.cuda.host_memory_stats()["allocated_bytes.current"]
+        assert in_use >= h.nbytes
+        assert not g.detach().to("cpu").is_pinned() and not g.detach().cpu().is_pinned()
+        if values == "real":
+            assert h.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+            assert g.grad.tolist() == [1.0] * 6
+
+
 def test_copy_of_unpinned_memory_during_capture_is_refused() -> None:
     # aten/src/ATen/native/cuda/Copy.cu: a capture cannot copy from pageable host memory
     with simulate("H100"):

@@ -1122,9 +1122,15 @@ class SimFunctionMode(TorchFunctionMode):
 
             def make_d2h() -> torch.Tensor:
                 if not state.real:
-                    return torch.zeros(x.shape, dtype=out_dtype, device=target_dev)
-                with torch._C._DisableTorchDispatch():
-                    return _aten._to_copy(x, dtype=out_dtype, memory_format=fmt)
+                    out = torch.zeros(x.shape, dtype=out_dtype, device=target_dev)
+                else:
+                    with torch._C._DisableTorchDispatch():
+                        out = _aten._to_copy(x, dtype=out_dtype, memory_format=fmt)
+                if non_blocking:  # _to_copy allocates its host result pinned (pin_out:
+                    # aten/src/ATen/native/TensorConversions.cpp), from the host allocator
+                    out.data = state.pinned.pin(out.detach())
+                    state.pinned.copied(out, source, non_blocking)
+                return out
 
             def back_d2h(g: torch.Tensor) -> torch.Tensor:
                 return self._move(g, torch.device("cuda", source), None, False, None)
