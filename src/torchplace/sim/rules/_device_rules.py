@@ -433,6 +433,7 @@ HOST_ARGUMENTS = {"aten::_pack_padded_sequence": "lengths"}
 HOST_OUTPUTS = {
     "aten::_pack_padded_sequence": (1,),
     "aten::_scaled_dot_product_efficient_attention": (2, 3),
+    "aten::_efficient_attention_forward": (2, 3),
 }
 
 
