@@ -496,9 +496,7 @@ def test_cuda_only_attention_kernels_called_directly_compute() -> None:
     ).transpose(1, 2)
     with simulate("H100"):
         qc, kc = q.to("cuda", torch.bfloat16), k.to("cuda", torch.bfloat16)
-        out, lse, *_ = aten._flash_attention_forward(
-            qc, kc, kc, None, None, 5, 7, 0.0, True, False
-        )
+        out, lse, *_ = aten._flash_attention_forward(qc, kc, kc, None, None, 5, 7, 0.0, True, False)
         assert (out.shape, out.dtype, lse.shape, lse.dtype) == (
             (2, 5, 3, 8),
             torch.bfloat16,
