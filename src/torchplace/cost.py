@@ -396,12 +396,22 @@ def _traffic(
 
 
 # Attention kernels called with (batch, seq, heads, dim) tensors, whose FLOP formulas in
-# torch.utils.flop_counter read a dense call's shapes as (batch, heads, seq, dim)
+# torch.utils.flop_counter read a dense call's shapes as (batch, heads, seq, dim) before
+# torch 2.14 (2.14 transposes them for _flash_attention_forward itself)
 _SEQ_MAJOR = {_aten._flash_attention_forward, _aten._efficient_attention_forward}
 
 
 def _heads_major(count: Callable[..., Any]) -> Callable[..., Any]:
-    """``count`` given a dense call's query, key and value as (batch, heads, seq, dim)."""
+    """``count`` given a dense call's query, key and value as (batch, heads, seq, dim),
+    unless it already reads them so (tried once on a call whose sequence lengths differ:
+    one query, two keys, in one head)."""
+    q, kv = torch.empty(1, 1, 1, 8, device="meta"), torch.empty(1, 2, 1, 8, device="meta")
+    right = 2 * (2 * 1 * 8 * 2)  # q @ k^T, then the weights @ v: 2·m·n·k each
+    try:
+        if count(q, kv, kv, None, None, None, None, None, out_val=None) == right:
+            return count
+    except Exception:  # a formula that reads the sequence as heads: 1 head, 2 heads
+        pass
 
     def counted(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
         if query.dim() == 4:

@@ -407,7 +407,10 @@ class SimDispatchMode(TorchDispatchMode):
             host: Any = ()  # storages of host inputs (an output aliasing one stays there)
             if on_host:
                 host = {storage_key(t) for t in leaves if id(t) not in labels}
-            host_outputs = {id(out[i]) for i in op.host_outputs} if op.host_outputs else ()
+            host_outputs: Any = ()
+            if op.host_outputs:
+                found = _rules.host_outputs(op.name, op.host_outputs, args, kwargs)
+                host_outputs = {id(out[i]) for i in found}
             on_backing = state._on_backing
             for t in outs:
                 if id(t) in host_outputs:

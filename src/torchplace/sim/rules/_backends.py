@@ -242,6 +242,10 @@ def refusal(
         if kernel is None or args[0].dtype in _CONV_DTYPES:
             return None
         return _cuda_ops.dispatch_refusal(kernel, args[0].dtype)
+    if func is _ATEN.cudnn_batch_norm.default and composite:
+        # a build with cuDNN picked it itself (the composite's choice on fake CUDA tensors)
+        inputs = [t for t in args[:5] if isinstance(t, torch.Tensor)]
+        return _cudnn_batch_norm_refusal(rule, inputs)
     if func is _ATEN._batch_norm_with_update.default or (
         composite and func is _ATEN.native_batch_norm.default
     ):
@@ -260,14 +264,24 @@ def refusal(
         if other is None:
             return None
         found = [t for t in picked[:5] if isinstance(t, torch.Tensor)]
-        if backend == "cudnn" and len(found) < 5:
-            # without running statistics (training): cuDNN refuses the input's dtype
-            # (aten/src/ATen/cudnn/Descriptors.cpp, getCudnnDataTypeFromScalarType), as in
-            # the calls with them in that dtype the samples made
-            refused = other.refusal(found, (), {})
-            return refused or other.refusal([*found, picked[0], picked[0]], (), {})
+        if backend == "cudnn":
+            return _cudnn_batch_norm_refusal(other, found)
         return other.refusal(found, (), {})
     return None
+
+
+def _cudnn_batch_norm_refusal(
+    rule: _cuda_ops.CudaRule, inputs: list[torch.Tensor]
+) -> Exception | None:
+    """``cudnn_batch_norm``'s refusal of (input, weight, bias[, running_mean, running_var]).
+    Without running statistics (training) the signature may be one the samples never made:
+    cuDNN refuses the input's dtype first (aten/src/ATen/native/cudnn/BatchNorm.cpp describes
+    the input before anything else; aten/src/ATen/cudnn/Descriptors.cpp,
+    getCudnnDataTypeFromScalarType), so the refusal of the call with them in that dtype."""
+    refused = rule.refusal(inputs, (), {})
+    if refused is None and len(inputs) == 3:
+        refused = rule.refusal([*inputs, inputs[0], inputs[0]], (), {})
+    return refused
 
 
 #: Norm kernels whose CUDA version keeps its statistics (mean, inverse standard deviation)
