@@ -371,7 +371,7 @@ def _meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     ],
 )  # fmt: skip
 def test_batch_norm_picks_cudnn_as_aten_does(args: tuple, backend: str) -> None:
-    from torchplace.sim import _backends
+    from torchplace.sim.rules import _backends
 
     assert _backends.batch_norm_backend(*args) == backend
     with torch.backends.cudnn.flags(enabled=False):
@@ -395,7 +395,7 @@ def test_batch_norm_picks_cudnn_as_aten_does(args: tuple, backend: str) -> None:
 def test_convolution_picks_its_backend_as_aten_does(
     input, weight, stride, dilation, transposed, output_padding, groups, backend
 ) -> None:
-    from torchplace.sim import _backends
+    from torchplace.sim.rules import _backends
 
     padding = [0] * len(stride)
     args = (input, weight, None, stride, padding, dilation, transposed, output_padding, groups)

@@ -577,7 +577,7 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             if STANDARD.search(text) or failed_in & ran_in[op]:
                 # refused, but in the shape classes where CUDA was seen to run it
                 refuse[op][sig] = [kind, message(text), runs]
-                if len(failed) > 1:  # each backend's text (sim/_backends.py picks one)
+                if len(failed) > 1:  # each backend's text (sim/rules/_backends.py picks one)
                     texts = [[k, message(t)] for (k, t), _ in failed.most_common()]
                     alternatives[op][sig] = texts
             else:
@@ -679,7 +679,7 @@ def _classed(run: dict[str, Any]) -> list[tuple[str, str]]:
     """The (operator, signature) pairs a run reached, a factory's (a call without tensor
     arguments, or one with a ``device`` argument whose tensors are numbers) with the shape
     class of its result where the record lacks it (records made before the worker wrote
-    it, :func:`torchplace.sim._cuda_ops.call_class`): the run's outputs, all empty
+    it, :func:`torchplace.sim.rules._cuda_ops.call_class`): the run's outputs, all empty
     ("empty") or of one element ("scalar"), are the factory's."""
     shapes = [s for s, _, _ in run.get("out") or ()]
     sizes = [_numel(s) for s in shapes]
@@ -709,7 +709,7 @@ def _failed_class(failed: list[str]) -> tuple[str, str]:
 
 def _is_factory(op: str) -> bool:
     """Whether an aten overload (``aten::linspace.Tensor_Tensor``) is a factory
-    (:func:`torchplace.sim._cuda_ops.is_factory`), in the torch that runs this."""
+    (:func:`torchplace.sim.rules._cuda_ops.is_factory`), in the torch that runs this."""
     import torch
 
     from torchplace.sim.rules._cuda_ops import is_factory

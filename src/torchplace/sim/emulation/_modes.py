@@ -409,7 +409,7 @@ class SimDispatchMode(TorchDispatchMode):
                 host = {storage_key(t) for t in leaves if id(t) not in labels}
             host_outputs: Any = ()
             if op.host_outputs:
-                found = _rules.host_outputs(op.name, op.host_outputs, args, kwargs)
+                found = _device_rules.host_outputs(op.name, op.host_outputs, args, kwargs)
                 host_outputs = {id(out[i]) for i in found}
             on_backing = state._on_backing
             for t in outs:

@@ -6,7 +6,7 @@ convolution. Each backend refuses the dtypes it lacks with its own exception typ
 (cuDNN's ``RuntimeError: getCudnnDataTypeFromScalarType() not supported for Long``, the
 native kernels' ``AT_DISPATCH`` ``NotImplementedError``), so the error CUDA raises for the
 same signature depends on the shapes, ``groups``, ``dilation``, ``training`` and
-``torch.backends.cudnn.enabled``, which the generated table (:mod:`torchplace.sim._cuda_ops`)
+``torch.backends.cudnn.enabled``, which the generated table (:mod:`torchplace.sim.rules._cuda_ops`)
 does not key. This module ports the choice:
 
 - :func:`batch_norm_backend`: ``_select_batch_norm_backend``
