@@ -125,3 +125,45 @@ def test_shape_classes_split_off_signatures(sig: str, split: tuple[str, str]) ->
 
 def test_first_lines_leave_out_the_device_index() -> None:
     assert gen._first_line("on cuda:1, not cpu\nmore") == "on cuda, not cpu"
+
+
+def test_a_factorys_shape_class_is_its_results(tmp_path: Path) -> None:
+    """A call without tensors (tril_indices) is told apart by its result: CUDA returns an
+    empty one before its dtype switch and refuses the dtype otherwise; a record made before
+    the worker classed it is classed by the run's outputs."""
+    tril = "aten::tril_indices.default"
+    text = "\"tril_indices_cuda\" not implemented for 'Half'"
+    records = [
+        {"i": 0, "j": 0, "op": "mm|", "dtype": "float32", "samples": [
+            {"cpu": _run([], (tril, "|=float16"), ["NotImplementedError", "cpu's"]),
+             "cuda": _run([(tril, "|=float16")], out=[[[2, 0], "float16", "cuda:0"]])},
+            {"cpu": _run([], (tril, "|=float16"), ["NotImplementedError", "cpu's"]),
+             "cuda": _run([], (tril, "|=float16"), ["NotImplementedError", text])},
+        ]},
+    ]  # fmt: skip
+    runtime, _ = gen.tables(_write(tmp_path, records))
+    kind, index, runs = runtime["refuse"][tril]["|=float16"]
+    assert (kind, runtime["messages"][index], runs) == ("NotImplementedError", text, ["empty"])
+
+
+def test_a_signature_refused_with_several_texts_keeps_them_all(tmp_path: Path) -> None:
+    conv = ("aten::convolution.default", "int64,int64")
+    cudnn = "getCudnnDataTypeFromScalarType() not supported for Long"
+    depthwise = "\"conv_depthwise2d_forward_cuda\" not implemented for 'Long'"
+    conv_float = ("aten::convolution.default", "float32,float32")
+    ran = {"cpu": _run([conv_float]), "cuda": _run([conv_float])}
+    records = [
+        # the same samples run in float32: the texts are CUDA's refusals of int64
+        {"i": 0, "j": 0, "op": "conv|", "dtype": "float32", "samples": [ran, ran, ran]},
+        {"i": 0, "j": 1, "op": "conv|", "dtype": "int64", "samples": [
+            {"cpu": _run([conv]), "cuda": _run([], conv, ["RuntimeError", cudnn])},
+            {"cpu": _run([conv]), "cuda": _run([], conv, ["RuntimeError", cudnn])},
+            {"cpu": _run([conv]), "cuda": _run([], conv, ["NotImplementedError", depthwise])},
+        ]},
+    ]  # fmt: skip
+    runtime, _ = gen.tables(_write(tmp_path, records))
+    messages = runtime["messages"]
+    kind, index, _ = runtime["refuse"][conv[0]][conv[1]]
+    assert (kind, messages[index]) == ("RuntimeError", cudnn)  # the most common
+    found = [(k, messages[i]) for k, i in runtime["alternatives"][conv[0]][conv[1]]]
+    assert found == [("RuntimeError", cudnn), ("NotImplementedError", depthwise)]

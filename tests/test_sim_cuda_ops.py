@@ -344,3 +344,183 @@ def test_a_binary_operator_with_a_number_runs_where_cuda_runs_it() -> None:
             assert out.reshape(-1)[0].item() == want
         with pytest.raises(NotImplementedError, match="not implemented for 'ComplexHalf'"):
             x.mean()
+
+
+# --- the backend CUDA's kernel picks (sim/_backends.py) ------------------------------------
+
+
+def _meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+@pytest.mark.parametrize(
+    ("args", "backend"),
+    [
+        # Normalization.cpp _select_batch_norm_backend: cuDNN for >= 3-d input with weight,
+        # bias and running statistics (or none, training); fp16 needs fp32 weights; never bf16
+        ((_meta(2, 3, 4), _meta(3), _meta(3), _meta(3), _meta(3), False, 1e-5), "cudnn"),
+        ((_meta(2, 3, 4), _meta(3), _meta(3), None, None, True, 1e-5), "cudnn"),
+        ((_meta(2, 3), _meta(3), _meta(3), _meta(3), _meta(3), True, 1e-5), "native"),
+        ((_meta(2, 3, 4), None, _meta(3), _meta(3), _meta(3), True, 1e-5), "native"),
+        ((_meta(2, 3, 4), _meta(3), _meta(3), None, None, False, 1e-5), "native"),
+        ((_meta(2, 3, 4, dtype=torch.bfloat16), _meta(3), _meta(3), None, None, True, 1e-5),
+         "native"),
+        ((_meta(2, 3, 4, dtype=torch.float16), _meta(3, dtype=torch.float16), _meta(3), None,
+          None, True, 1e-5), "native"),
+        ((_meta(70000, 3, 4), _meta(3), _meta(3), _meta(3), _meta(3), False, 1e-5), "native"),
+    ],
+)  # fmt: skip
+def test_batch_norm_picks_cudnn_as_aten_does(args: tuple, backend: str) -> None:
+    from torchplace.sim.rules import _backends
+
+    assert _backends.batch_norm_backend(*args) == backend
+    with torch.backends.cudnn.flags(enabled=False):
+        assert _backends.batch_norm_backend(*args) == "native"
+
+
+@pytest.mark.parametrize(
+    ("input", "weight", "stride", "dilation", "transposed", "output_padding", "groups", "backend"),
+    [
+        (_meta(1, 4, 8, 8), _meta(4, 1, 3, 3), [1, 1], [1, 1], False, [0, 0], 4, "CudaDepthwise2d"),
+        (_meta(1, 4, 4, 4, 4), _meta(8, 1, 3, 3, 3), [1] * 3, [1] * 3, False, [0] * 3, 4,
+         "CudaDepthwise3d"),
+        (_meta(1, 4, 8, 8), _meta(4, 4, 3, 3), [1, 1], [2, 2], False, [0, 0], 1, "Cudnn"),
+        (_meta(1, 4, 8), _meta(4, 2, 3), [2], [1], True, [1], 1, "CudnnTranspose"),
+        # an output padding of at least the stride: is_output_padding_big
+        (_meta(1, 4, 8, 8), _meta(4, 2, 3, 3), [1, 1], [1, 1], True, [1, 1], 1,
+         "SlowTranspose2d"),
+        (_meta(0, 4, 8, 8), _meta(4, 4, 3, 3), [1, 1], [1, 1], False, [0, 0], 1, "Empty"),
+    ],
+)  # fmt: skip
+def test_convolution_picks_its_backend_as_aten_does(
+    input, weight, stride, dilation, transposed, output_padding, groups, backend
+) -> None:
+    from torchplace.sim.rules import _backends
+
+    padding = [0] * len(stride)
+    args = (input, weight, None, stride, padding, dilation, transposed, output_padding, groups)
+    assert _backends.conv_backend(args) == backend
+    if backend.startswith("Cudnn"):
+        with torch.backends.cudnn.flags(enabled=False):
+            assert not _backends.conv_backend(args).startswith("Cudnn")
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "text"),
+    [
+        # a depthwise 2-d convolution: the depthwise kernel's AT_DISPATCH, not cuDNN's
+        (lambda: F.conv2d(torch.ones(1, 3, 5, 5, dtype=torch.int16),
+                          torch.ones(3, 1, 2, 2, dtype=torch.int16), groups=3),
+         NotImplementedError, "\"conv_depthwise2d_forward_cuda\" not implemented for 'Short'"),
+        (lambda: F.conv2d(torch.ones(1, 3, 5, 5, dtype=torch.int16),
+                          torch.ones(3, 3, 2, 2, dtype=torch.int16)),
+         RuntimeError, "getCudnnDataTypeFromScalarType() not supported for Short"),
+        # batch norm: cuDNN for a 3-d input with running statistics, the native kernel for a
+        # 2-d one (cuda/Normalization.cu's batch_norm_stats)
+        (lambda: F.batch_norm(torch.ones(2, 3, 4, dtype=torch.int64), torch.ones(3, dtype=torch.int64),
+                              torch.ones(3, dtype=torch.int64), torch.ones(3, dtype=torch.int64),
+                              torch.ones(3, dtype=torch.int64), training=True),
+         RuntimeError, "getCudnnDataTypeFromScalarType() not supported for Long"),
+        (lambda: F.batch_norm(torch.ones(2, 3, dtype=torch.int64), torch.ones(3, dtype=torch.int64),
+                              torch.ones(3, dtype=torch.int64), torch.ones(3, dtype=torch.int64),
+                              torch.ones(3, dtype=torch.int64), training=True),
+         NotImplementedError, "\"batch_norm_stats_cuda\" not implemented for 'Long'"),
+        (lambda: F.instance_norm(torch.ones(2, 3, 4, dtype=torch.int16),
+                                 weight=torch.ones(3, dtype=torch.int16), bias=torch.ones(3, dtype=torch.int16)),
+         RuntimeError, "getCudnnDataTypeFromScalarType() not supported for Short"),
+        # factories: CUDA refuses the dtype unless the result is empty (or, linspace, one value)
+        (lambda: torch.triu_indices(4, 4, dtype=torch.int8),
+         NotImplementedError, "\"triu_indices_cuda\" not implemented for 'Char'"),
+        (lambda: torch.linspace(0, 1, 3, dtype=torch.bool),
+         NotImplementedError, "\"linspace_cuda\" not implemented for 'Bool'"),
+    ],
+)  # fmt: skip
+def test_the_refusal_is_the_backends_cuda_picks(make, error, text) -> None:
+    with simulate("H100"), torch.device("cuda"), pytest.raises(error) as caught:
+        make()
+    assert str(caught.value) == text
+
+
+def test_without_cudnn_the_native_kernels_refuse() -> None:
+    with simulate("H100"), torch.device("cuda"), torch.backends.cudnn.flags(enabled=False):
+        x = torch.ones(1, 3, 5, 5, dtype=torch.int64)
+        with pytest.raises(NotImplementedError, match='"slow_conv2d_cuda" not implemented'):
+            F.conv2d(x, torch.ones(3, 3, 2, 2, dtype=torch.int64))
+        w = torch.ones(3, dtype=torch.int64)
+        with pytest.raises(NotImplementedError, match="batch_norm_stats_cuda"):
+            F.batch_norm(x, w, w, w.clone(), w.clone(), training=True)
+
+
+def test_empty_and_one_value_factories_run_as_on_cuda() -> None:
+    with simulate("H100"), torch.device("cuda"):
+        empty = torch.triu_indices(0, 3, dtype=torch.bfloat16)
+        assert (empty.shape, empty.dtype, empty.device.type) == ((2, 0), torch.bfloat16, "cuda")
+        assert torch.linspace(0, 1, 1, dtype=torch.bool).tolist() == [False]
+        assert torch.tril_indices(3, 3).shape == (2, 6)  # int64: CUDA's kernel takes it
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_norm_statistics_are_fp32_as_cudas(dtype: torch.dtype) -> None:
+    x = torch.randn(4, 3, 5)
+    with simulate("H100"), torch.device("cuda"):
+        out, mean, rstd = torch.native_layer_norm(x.to("cuda", dtype), [5], None, None, 1e-5)
+        assert (out.dtype, mean.dtype, rstd.dtype) == (dtype, torch.float32, torch.float32)
+        wide = x.to(dtype).float()
+        torch.testing.assert_close(mean.cpu().flatten(), wide.mean(-1).flatten())
+        running_mean, running_var = torch.zeros(3, dtype=dtype), torch.ones(3, dtype=dtype)
+        _, save_mean, save_invstd, _ = aten._batch_norm_with_update(
+            x.to("cuda", dtype), None, None, running_mean, running_var, 0.5, 1e-5
+        )
+        assert (save_mean.dtype, save_invstd.dtype, running_mean.dtype) == (
+            torch.float32,
+            torch.float32,
+            dtype,
+        )
+        torch.testing.assert_close(save_mean.cpu(), wide.mean((0, 2)))
+        assert running_mean.abs().sum().item() > 0  # written through, as CUDA's kernel does
+        # evaluation: CUDA returns one statistic per channel (the CPU none)
+        _, m, v = torch.native_batch_norm(
+            x.to("cuda"), None, None, torch.zeros(3), torch.ones(3), False, 0.1, 1e-5
+        )
+        assert m.shape == v.shape == (3,)
+
+
+def test_cuda_only_attention_kernels_called_directly_compute() -> None:
+    """aten._flash_attention_forward and _efficient_attention_forward take (batch, seq,
+    heads, dim) tensors and have no CPU kernel; their causal masks with more keys than
+    queries are aligned bottom-right (FlashAttention-2) or as custom_mask_type says."""
+    q, k = torch.randn(2, 5, 3, 8), torch.randn(2, 7, 3, 8)
+    bottom_right = torch.ones(5, 7, dtype=torch.bool).tril(2)
+    want = F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), k.transpose(1, 2), attn_mask=bottom_right
+    ).transpose(1, 2)
+    with simulate("H100"):
+        qc, kc = q.to("cuda", torch.bfloat16), k.to("cuda", torch.bfloat16)
+        out, lse, *_ = aten._flash_attention_forward(qc, kc, kc, None, None, 5, 7, 0.0, True, False)
+        assert (out.shape, out.dtype, lse.shape, lse.dtype) == (
+            (2, 5, 3, 8),
+            torch.bfloat16,
+            (2, 3, 5),
+            torch.float32,
+        )
+        torch.testing.assert_close(out.float().cpu(), want, atol=0.05, rtol=0.05)
+        with pytest.raises(RuntimeError, match="FlashAttention only support fp16 and bf16"):
+            aten._flash_attention_forward(
+                q.cuda(), k.cuda(), k.cuda(), None, None, 5, 7, 0.0, True, False
+            )
+        out, lse, seed, *_ = aten._efficient_attention_forward(
+            q.cuda(), k.cuda(), k.cuda(), None, None, None, None, None, 0.0, 2, True
+        )
+        torch.testing.assert_close(out.cpu(), want, atol=1e-5, rtol=1e-5)
+        # the seed on the host as 2.13's kernel makes it; 2.14's on the device without dropout
+        home = "cpu" if torch.__version__ < "2.14" else "cuda"
+        assert lse.shape == (2, 3, 32) and seed.device.type == home
+        seed = aten._efficient_attention_forward(
+            q.cuda(), k.cuda(), k.cuda(), None, None, None, None, None, 0.5, 1, False
+        )[2]
+        assert seed.device.type == "cpu"  # with dropout: the host's, in both
+        with pytest.raises(NotImplementedError, match=r"does not simulate aten\._efficient"):
+            cu = torch.tensor([0, 5], dtype=torch.int32, device="cuda")
+            aten._efficient_attention_forward(
+                q[0].cuda(), k[0].cuda(), k[0].cuda(), None, cu, cu, 5, 5, 0.0, 0, False
+            )

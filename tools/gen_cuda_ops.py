@@ -219,9 +219,9 @@ def worker(start: int, start_dtype: int) -> None:
     import opinfo_cases as cases  # this directory
     from torchplace.cost import call_tensors
     from torchplace.sim.rules._cuda_ops import (
+        call_class,
         device_pattern,
         function_key,
-        shape_class,
         signature,
         signature_text,
     )
@@ -243,7 +243,8 @@ def worker(start: int, start_dtype: int) -> None:
             kwargs = kwargs or {}
             name = f"{func._schema.name}.{func._overloadname}"
             tensors = call_tensors(args, kwargs)
-            sig = signature_text(signature(tensors, args, kwargs), shape_class(tensors))
+            shape = call_class(tensors, func, args, kwargs)
+            sig = signature_text(signature(tensors, args, kwargs), shape)
             on_cuda = [t.device.type == "cuda" for t in tensors]
             pattern = device_pattern(tensors, on_cuda) if any(on_cuda) else None
             try:
@@ -546,6 +547,7 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         by_dtypes[(op, base)][shape] = o
     refuse: dict[str, dict[str, Any]] = collections.defaultdict(dict)
     widen: dict[str, list[str]] = collections.defaultdict(list)
+    alternatives: dict[str, dict[str, Any]] = collections.defaultdict(dict)
     conditional, library = [], []
     for (op, sig), shapes in sorted(by_dtypes.items()):
         failed = collections.Counter()
@@ -575,6 +577,9 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             if STANDARD.search(text) or failed_in & ran_in[op]:
                 # refused, but in the shape classes where CUDA was seen to run it
                 refuse[op][sig] = [kind, message(text), runs]
+                if len(failed) > 1:  # each backend's text (sim/rules/_backends.py picks one)
+                    texts = [[k, message(t)] for (k, t), _ in failed.most_common()]
+                    alternatives[op][sig] = texts
             else:
                 conditional.append([op, sig, "values or shapes", text[:300]])
         elif failed:
@@ -643,6 +648,7 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "cuda": meta["cuda"],
         "generated_by": "tools/gen_cuda_ops.py",
         "refuse": dict(refuse),
+        "alternatives": dict(alternatives),
         "no_kernel": no_kernel,
         "widen": dict(widen),
         "mixing": dict(mixing),
@@ -669,6 +675,58 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return runtime, sweep
 
 
+def _classed(run: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (operator, signature) pairs a run reached, a factory's (a call without tensor
+    arguments, or one with a ``device`` argument whose tensors are numbers) with the shape
+    class of its result where the record lacks it (records made before the worker wrote
+    it, :func:`torchplace.sim.rules._cuda_ops.call_class`): the run's outputs, all empty
+    ("empty") or of one element ("scalar"), are the factory's."""
+    shapes = [s for s, _, _ in run.get("out") or ()]
+    sizes = [_numel(s) for s in shapes]
+    shape = "empty" if sizes and max(sizes) == 0 else "scalar" if sizes and max(sizes) == 1 else ""
+    found = []
+    for op, sig in run["ran"]:
+        base, known = _shape_class(sig)
+        tensorless = base.split("|=", 1)[0] == ""
+        if (tensorless and not known) or (known == "scalar" and _is_factory(op)):
+            sig = f"{base}|{shape}" if shape else base
+        found.append((op, sig))
+    return found
+
+
+def _failed_class(failed: list[str]) -> tuple[str, str]:
+    """The (operator, signature) a run raised in; a factory whose tensors are numbers, in a
+    record made before the worker classed it by its result ("scalar" by its 0-dim
+    tensors), is taken as having a result of several elements: CUDA's factory kernels
+    return before their dtype switch for empty and one-element results (the runs that
+    did not raise)."""
+    op, sig = failed
+    base, known = _shape_class(sig)
+    if known == "scalar" and _is_factory(op):
+        return op, base
+    return op, sig
+
+
+def _is_factory(op: str) -> bool:
+    """Whether an aten overload (``aten::linspace.Tensor_Tensor``) is a factory
+    (:func:`torchplace.sim.rules._cuda_ops.is_factory`), in the torch that runs this."""
+    import torch
+
+    from torchplace.sim.rules._cuda_ops import is_factory
+
+    name, _, overload = op.removeprefix("aten::").partition(".")
+    packet = getattr(torch.ops.aten, name, None)
+    func = getattr(packet, overload or "default", None) if packet is not None else None
+    return func is not None and is_factory(func)
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def _observe(
     seen: dict[tuple[str, str], _Observed],
     ran_in: dict[str, set[tuple[str, int]]],
@@ -677,18 +735,18 @@ def _observe(
     cuda: dict[str, Any],
     supported: bool,
 ) -> None:
-    for op, sig in cuda["ran"]:
+    for op, sig in _classed(cuda):
         seen[(op, sig)].cuda_ran += 1
         ran_in[op].add(case)
-    for op, sig in cpu["ran"]:
+    for op, sig in _classed(cpu):
         seen[(op, sig)].cpu_ran += 1
     if cpu["failed"] is not None and cpu["result"] != "ok":
-        seen[(cpu["failed"][0], cpu["failed"][1])].cpu_failed += 1
+        seen[_failed_class(cpu["failed"])].cpu_failed += 1
     if cuda["failed"] is None or cuda["result"] == "ok":
         return  # (an error raised and caught inside the operator)
     if cuda["result"] == "values":
         return  # raised after reading values no kernel computed: no evidence
-    o = seen[(cuda["failed"][0], cuda["failed"][1])]
+    o = seen[_failed_class(cuda["failed"])]
     if cuda["result"] == "device":  # passed the host code's checks
         if supported:
             o.cuda_ran += 1

@@ -395,6 +395,32 @@ def _traffic(
     return read, dtype
 
 
+# Attention kernels called with (batch, seq, heads, dim) tensors, whose FLOP formulas in
+# torch.utils.flop_counter read a dense call's shapes as (batch, heads, seq, dim) before
+# torch 2.14 (2.14 transposes them for _flash_attention_forward itself)
+_SEQ_MAJOR = {_aten._flash_attention_forward, _aten._efficient_attention_forward}
+
+
+def _heads_major(count: Callable[..., Any]) -> Callable[..., Any]:
+    """``count`` given a dense call's query, key and value as (batch, heads, seq, dim),
+    unless it already reads them so (tried once on a call whose sequence lengths differ:
+    one query, two keys, in one head)."""
+    q, kv = torch.empty(1, 1, 1, 8, device="meta"), torch.empty(1, 2, 1, 8, device="meta")
+    right = 2 * (2 * 1 * 8 * 2)  # q @ k^T, then the weights @ v: 2·m·n·k each
+    try:
+        if count(q, kv, kv, None, None, None, None, None, out_val=None) == right:
+            return count
+    except Exception:  # a formula that reads the sequence as heads: 1 head, 2 heads
+        pass
+
+    def counted(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        if query.dim() == 4:
+            query, key, value = (t.transpose(1, 2) for t in (query, key, value))
+        return count(query, key, value, *args, **kwargs)
+
+    return counted
+
+
 # Matrix products: the argument that is the first matrix (its last dimension is k).
 _GEMM_FIRST_MATRIX = {_aten.mm: 0, _aten.bmm: 0, _aten.addmm: 1, _aten.baddbmm: 1}
 # The wrapper torch.utils.flop_counter puts around a formula that takes shapes.
@@ -420,6 +446,8 @@ class _OpInfo:
     def of(func: Any) -> _OpInfo:
         packet = getattr(func, "overloadpacket", func)
         count = flop_registry.get(_FLOP_ALIASES.get(packet, packet))
+        if count is not None and packet in _SEQ_MAJOR:
+            count = _heads_major(count)
         on_shapes = count is not None and count.__code__ is _SHAPE_WRAPPER_CODE
         return _OpInfo(
             str(packet), getattr(func, "is_view", False) or packet in _NO_KERNEL,

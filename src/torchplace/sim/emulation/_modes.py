@@ -39,6 +39,7 @@ from torchplace.sim.accounting._state import UNKNOWN, SimState, storage_key
 from torchplace.sim.emulation._bindings_streams import invalid_ordinal, tag_backward_stream
 from torchplace.sim.rules import (
     _autocast,
+    _backends,
     _cuda_ops,
     _determinism,
     _device_rules,
@@ -137,6 +138,8 @@ class _Op:
     call: Callable[..., Any]  # calls it: an OpOverload's C++ operator, without the
     # Python frame of OpOverload.__call__ (which only calls it: torch/_ops.py)
     alerts: tuple[dict[str, Any], ...]  # its CUDA kernel's deterministic-algorithm alerts
+    backend: bool  # its CUDA kernel picks a backend whose refusal differs (_backends)
+    stats: bool  # a norm kernel whose statistics CUDA keeps in fp32 (_backends.STATS_OPS)
 
     @staticmethod
     def of(func: Any) -> _Op:
@@ -153,6 +156,7 @@ class _Op:
             runs_kernel(func), func,
             func._op if type(func) is torch._ops.OpOverload else func,
             _determinism.alerts_for(name, func._schema.overload_name),
+            func in _backends.PICKS_BACKEND, func in _backends.STATS_OPS,
         )  # fmt: skip
 
 
@@ -343,8 +347,10 @@ class SimDispatchMode(TorchDispatchMode):
             _determinism.check(func, op.alerts, args, kwargs, state.real)
         cuda = op.cuda  # a kernel or dtype the CUDA build lacks (generated data)
         if cuda is not None and (not leaves or leaves[0].dtype in cuda.first or cuda.missing):
-            refused = cuda.refusal(leaves, args, kwargs)
+            refused = cuda.refusal(leaves, args, kwargs, func)
             if refused is not None:
+                if op.backend:  # the refusal of the backend CUDA's kernel picks
+                    refused = _backends.refusal(func, cuda, leaves, args, kwargs) or refused
                 raise refused
         if labels and op.dtype_rule:
             _device_rules.check_dtypes(func, args, device.capability)
@@ -379,7 +385,9 @@ class SimDispatchMode(TorchDispatchMode):
             if (
                 state.real
                 and op.cuda is not None
-                and op.cuda.widens(leaves, args, kwargs, pointwise=torch.Tag.pointwise in func.tags)
+                and op.cuda.widens(
+                    leaves, args, kwargs, pointwise=torch.Tag.pointwise in func.tags, func=func
+                )
             ):
                 out = _cuda_ops.run_wider(func, args, kwargs, e)  # CUDA runs what the CPU lacks
             elif state.real and "can't allocate memory" in str(e):
@@ -387,6 +395,8 @@ class SimDispatchMode(TorchDispatchMode):
                 out = self._run(func, op, args, kwargs, device)  # values="auto": placeholders now
             else:
                 raise
+        if op.stats and state.real:
+            out = _backends.accumulate_stats(func, args, kwargs, out)
         outs = [out] if isinstance(out, torch.Tensor) else tensors_in(out)
         if op.foreach and isinstance(out, (list, tuple)):
             firsts = next(a for a in args if isinstance(a, (list, tuple)))
@@ -397,7 +407,10 @@ class SimDispatchMode(TorchDispatchMode):
             host: Any = ()  # storages of host inputs (an output aliasing one stays there)
             if on_host:
                 host = {storage_key(t) for t in leaves if id(t) not in labels}
-            host_outputs = {id(out[i]) for i in op.host_outputs} if op.host_outputs else ()
+            host_outputs: Any = ()
+            if op.host_outputs:
+                found = _device_rules.host_outputs(op.name, op.host_outputs, args, kwargs)
+                host_outputs = {id(out[i]) for i in found}
             on_backing = state._on_backing
             for t in outs:
                 if id(t) in host_outputs:

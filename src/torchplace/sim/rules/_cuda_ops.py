@@ -38,9 +38,14 @@ from torch.utils._pytree import tree_map
 __all__ = [
     "CudaPath",
     "CudaRule",
+    "call_class",
     "device_pattern",
+    "dispatch_refusal",
+    "dispatch_text",
+    "expected_outputs",
     "function_key",
     "paths",
+    "result_class",
     "rule_for",
     "run_wider",
     "shape_class",
@@ -90,6 +95,36 @@ def shape_class(tensors: Sequence[torch.Tensor]) -> str:
     return "scalar" if tensors and tensors[0].dim() == 0 else ""
 
 
+def result_class(func: Any, args: Any, kwargs: Any) -> str:
+    """A call without tensor arguments (a factory): the shape class of its result, from the
+    meta function: ``"empty"`` if it has no element, ``"scalar"`` if one, else ``""``. CUDA's
+    factory kernels return (``tril_indices(0, 0)``) or fill the one value
+    (``linspace(a, b, 1)``) before their dtype switch (aten/src/ATen/native/cuda/
+    TensorFactories.cu, RangeFactories.cu). The result's shape does not depend on its dtype,
+    and a meta function may check the dtype (``tril_indices``' refuses floating ones): the
+    call's own dtype is tried first, then int64 and float32."""
+    out = _factory_result(func, args, kwargs)
+    if out is None:
+        return ""
+    n = out.numel()
+    return "empty" if n == 0 else "scalar" if n == 1 else ""
+
+
+def _factory_result(func: Any, args: Any, kwargs: Any) -> torch.Tensor | None:
+    """A factory call's result on the meta device, in the dtype the call asks for (its meta
+    function tried with that dtype, then int64 and float32: the shape does not depend on
+    it); None where the meta function gives no single tensor."""
+    asked = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.dtype)]
+    for dtype in (None, torch.int64, torch.float32):
+        plan = {} if dtype is None else dict.fromkeys(_NAMES, dtype)
+        out = _expected(func, *tree_map(functools.partial(_cast, plan=plan), (args, kwargs)))
+        if isinstance(out, torch.Tensor):
+            if dtype is not None and asked and out.dtype == dtype:
+                out = torch.empty(out.shape, dtype=asked[0], device="meta")
+            return out
+    return None
+
+
 def signature_text(sig: tuple[Any, ...], shape: str = "") -> str:
     """The signature as the data files write it: ``float16,float16``, ``int64|=float32``;
     with its shape class, ``float32|empty``."""
@@ -123,18 +158,42 @@ class CudaRule:
     # device mixing on one GPU (device_pattern): the patterns CUDA runs, those it refuses
     allow: frozenset[str] = frozenset()
     mixed_refuse: dict[str, tuple[type[Exception], str]] = field(default_factory=dict)
+    # signature -> every (type, text) CUDA refused it with, where several (most common first)
+    alternatives: dict[tuple[Any, ...], tuple[tuple[type[Exception], str], ...]] = field(
+        default_factory=dict
+    )
 
-    def refusal(self, tensors: Sequence[torch.Tensor], args: Any, kwargs: Any) -> Exception | None:
-        """CUDA's error for this call, or None where CUDA runs it."""
+    def refusal(
+        self, tensors: Sequence[torch.Tensor], args: Any, kwargs: Any, func: Any = None
+    ) -> Exception | None:
+        """CUDA's error for this call, or None where CUDA runs it (a call without tensors
+        is told apart by its result's shape class, :func:`result_class`, given ``func``)."""
         if self.missing is not None:
             return NotImplementedError(self.missing)
         found = self.refuse.get(signature(tensors, args, kwargs))
-        if found is None or (found[2] and shape_class(tensors) in found[2]):
+        if found is None or (found[2] and _class_of(tensors, func, args, kwargs) in found[2]):
             return None
         return found[0](found[1])
 
+    def texts(self, tensors: Sequence[torch.Tensor], args: Any, kwargs: Any) -> list[Any]:
+        """Every (exception type, text) CUDA refused this call's signature with, the most
+        common first (several where the kernel CUDA picks depends on more than the
+        dtypes: a convolution's backend)."""
+        sig = signature(tensors, args, kwargs)
+        found = self.alternatives.get(sig)
+        if found:
+            return list(found)
+        refused = self.refuse.get(sig)
+        return [] if refused is None else [refused[:2]]
+
     def widens(
-        self, tensors: Sequence[torch.Tensor], args: Any, kwargs: Any, *, pointwise: bool = False
+        self,
+        tensors: Sequence[torch.Tensor],
+        args: Any,
+        kwargs: Any,
+        *,
+        pointwise: bool = False,
+        func: Any = None,
     ) -> bool:
         """Whether CUDA runs this call where the CPU build refused it. A binary ``pointwise``
         operator (TensorIterator) runs its kernel on the operands' common dtype, so it is
@@ -148,7 +207,7 @@ class CudaRule:
             if alike is not None and (*alike, *sig[len(tensors) :]) in self.widen:
                 return True
         found = self.refuse.get(sig)  # refused, but run in this call's shape class
-        return found is not None and shape_class(tensors) in found[2]
+        return found is not None and _class_of(tensors, func, args, kwargs) in found[2]
 
     def mixing(self, tensors: Sequence[torch.Tensor], on_gpu: Sequence[bool], gpu: int) -> Any:
         """CUDA's own outcome for tensors on one GPU and the host: True where it runs the
@@ -160,6 +219,24 @@ class CudaRule:
         if found is None:
             return None
         return found[0](found[1].replace("cuda:0", f"cuda:{gpu}"))
+
+
+def call_class(tensors: Sequence[torch.Tensor], func: Any, args: Any, kwargs: Any) -> str:
+    """A call's shape class: a factory's (an operator with a ``device`` argument, its
+    tensors, if any, 0-dim numbers: ``linspace(start, end, steps)``) is its result's
+    (:func:`result_class`), any other call's its tensors' (:func:`shape_class`)."""
+    if func is not None and all(t.dim() == 0 for t in tensors) and is_factory(func):
+        return result_class(func, args, kwargs)
+    return shape_class(tensors)
+
+
+@functools.cache
+def is_factory(func: Any) -> bool:
+    """Whether an aten operator makes a tensor on a device it is given (a factory)."""
+    return any(a.name == "device" for a in func._schema.arguments)
+
+
+_class_of = call_class
 
 
 def _binary_common(tensors: Sequence[torch.Tensor], args: Any) -> tuple[Any, ...] | None:
@@ -226,6 +303,13 @@ def table() -> dict[str, CudaRule]:
         widen = (_parse_signature(t) for t in data["widen"].get(op, ()))
         missing = data["no_kernel"].get(op)
         mixed = mixing.get(op, {})
+        alternatives = {}
+        for text, found in data.get("alternatives", {}).get(op, {}).items():
+            sig = _parse_signature(text)
+            if sig is not None:
+                alternatives[sig] = tuple(
+                    (_ERRORS.get(kind, RuntimeError), messages[i]) for kind, i in found
+                )
         rules[op] = CudaRule(
             None if missing is None else messages[missing],
             refuse,
@@ -236,6 +320,7 @@ def table() -> dict[str, CudaRule]:
                 p: (_ERRORS.get(kind, RuntimeError), messages[index])
                 for p, (kind, index) in mixed.get("refuse", {}).items()
             },
+            alternatives,
         )
     return rules
 
@@ -300,6 +385,35 @@ _WIDER = {
         if hasattr(torch, name)
     },
 }
+
+
+def dispatch_text(text: str) -> bool:
+    """Whether an error text is the dispatcher's ("Could not run ...") or an ``AT_DISPATCH``
+    dtype switch's (``"addmm_cuda" not implemented for 'Long'``: aten/src/ATen/Dispatch.h),
+    not a library's (cuDNN's ``getCudnnDataTypeFromScalarType() not supported for Long``)."""
+    return "\" not implemented for '" in text or text.startswith("Could not run '")
+
+
+#: c10's names of the dtypes (c10/core/ScalarType.h), as AT_DISPATCH's refusals write them
+_SCALAR_TYPES = {
+    "bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+    "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
+    "bfloat16": "BFloat16", "complex32": "ComplexHalf", "complex64": "ComplexFloat",
+    "complex128": "ComplexDouble", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+}  # fmt: skip
+
+
+def dispatch_refusal(kernel: str, dtype: torch.dtype) -> NotImplementedError:
+    """An ``AT_DISPATCH`` switch's refusal of ``dtype`` (aten/src/ATen/Dispatch.h:
+    ``"<kernel>" not implemented for '<ScalarType>'``)."""
+    name = _NAMES[dtype]
+    scalar = _SCALAR_TYPES.get(name) or name[0].upper() + name[1:]  # Float8_e4m3fn
+    return NotImplementedError(f"\"{kernel}\" not implemented for '{scalar}'")
+
+
+def expected_outputs(func: Any, args: Any, kwargs: Any) -> Any:
+    """The outputs the meta function gives the call (None where it has none)."""
+    return _expected(func, args, kwargs)
 
 
 def _expected(func: Any, args: Any, kwargs: Any) -> Any:
@@ -371,6 +485,8 @@ def run_wider(func: Any, args: Any, kwargs: Any, error: Exception) -> Any:
             if isinstance(target, torch.Tensor) and target is not result:
                 target.copy_(result)
         return _narrowed(out, expected, plan, pairs)
+    if expected is None and not _tensors((args, kwargs)):
+        expected = _factory_result(func, args, kwargs)  # its meta function refuses the dtype
     outs = expected if isinstance(expected, (list, tuple)) else (expected,)
     if expected is not None and all(isinstance(o, torch.Tensor) and not o.numel() for o in outs):
         # an empty result (CUDA returns before its dtype switch): the meta function's shapes

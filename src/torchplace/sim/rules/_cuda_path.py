@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_map
 
 from torchplace.cost import call_tensors
+from torchplace.sim.rules import _backends
 from torchplace.sim.rules._cuda_ops import CudaPath, function_key, paths, rule_for
 
 __all__ = ["PATH_CACHE", "applies", "cuda_path", "path_of", "wider"]
@@ -56,7 +57,11 @@ class _CudaTable(TorchDispatchMode):
         kwargs = kwargs or {}
         rule = rule_for(func)
         if rule is not None:
-            refused = rule.refusal(call_tensors(args, kwargs), args, kwargs)
+            tensors = call_tensors(args, kwargs)
+            # a composite's native_batch_norm: on CUDA, _batch_norm_impl_index picks cuDNN
+            # or the native kernel first (a build without cuDNN always picks the latter)
+            picked = _backends.refusal(func, rule, tensors, args, kwargs, composite=True)
+            refused = picked or rule.refusal(tensors, args, kwargs, func)
             if refused is not None:
                 raise _Refused(refused)
         return func(*args, **kwargs)

@@ -44,6 +44,7 @@ __all__ = [
     "check",
     "check_dtypes",
     "check_lengths",
+    "host_outputs",
     "op_rule",
     "wrapper_name",
 ]
@@ -433,7 +434,21 @@ HOST_ARGUMENTS = {"aten::_pack_padded_sequence": "lengths"}
 HOST_OUTPUTS = {
     "aten::_pack_padded_sequence": (1,),
     "aten::_scaled_dot_product_efficient_attention": (2, 3),
+    "aten::_efficient_attention_forward": (2, 3),
 }
+_TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def host_outputs(name: str, positions: tuple[int, ...], args: Any, kwargs: Any) -> tuple[int, ...]:
+    """The :data:`HOST_OUTPUTS` of this call: from torch 2.14 the memory-efficient kernel
+    called directly makes its seed and offset on the device when it draws no dropout (what
+    the 2.14 CUDA build's host code did with OpInfo's samples,
+    benchmarks/data/opinfo-cuda-2.14.json.gz; 2.13's made them on the host either way)."""
+    if name == "aten::_efficient_attention_forward" and _TORCH >= (2, 14):
+        dropout = args[8] if len(args) > 8 else kwargs.get("dropout_p", 0.0)
+        if not dropout:
+            return ()
+    return positions
 
 
 def check_lengths(t: torch.Tensor, dev: Dev) -> None:

@@ -91,10 +91,13 @@ def _scores(
     bias: torch.Tensor | None,
     is_causal: bool,
     scale: float,
+    diagonal: int = 0,
 ) -> torch.Tensor:
     scores = q @ k.transpose(-2, -1) * scale
     if is_causal:  # top-left aligned, as the docs of scaled_dot_product_attention say
-        keep = torch.ones(scores.shape[-2:], dtype=torch.bool).tril()
+        # (diagonal: seq_k - seq_q for the bottom-right alignment of FlashAttention-2's
+        # kernels and the memory-efficient kernel's LowerRight mask)
+        keep = torch.ones(scores.shape[-2:], dtype=torch.bool).tril(diagonal)
         scores = scores.masked_fill(~keep, float("-inf"))
     return scores if bias is None else scores + bias.float()
 
@@ -129,17 +132,20 @@ def _attention(
     is_causal: bool,
     scale: float | None,
     seed: int,
+    diagonal: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(output, log-sum-exp over the keys)."""
     k, v = _grouped(q, k), _grouped(q, v)
-    if dropout_p == 0.0:
+    if dropout_p == 0.0 and (diagonal == 0 or not is_causal):
         out, lse = _CPU_FLASH(q, k, v, 0.0, is_causal, attn_mask=bias, scale=scale)
         return out, lse
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    scores = _scores(q.float(), k.float(), bias, is_causal, scale)
+    scores = _scores(q.float(), k.float(), bias, is_causal, scale, diagonal)
     lse = torch.logsumexp(scores, dim=-1)
     weights = torch.exp(scores - lse.unsqueeze(-1))
-    out = (weights * _dropout_mask(weights.shape, dropout_p, seed)) @ v.float()
+    if dropout_p:
+        weights = weights * _dropout_mask(weights.shape, dropout_p, seed)
+    out = weights @ v.float()
     return out.to(q.dtype), lse
 
 
@@ -281,6 +287,97 @@ def _cudnn_backward(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
     return tuple(_filled(m, g) for m, g in zip(metas, grads[:3], strict=True))
 
 
+_FLASH_FORWARD = _aten._flash_attention_forward.default
+_EFFICIENT_FORWARD = _aten._efficient_attention_forward.default
+
+
+def _named(func: Any, args: Any, kwargs: Any) -> dict[str, Any]:
+    """An operator's arguments by name, its defaults filled in."""
+    found = {}
+    for i, a in enumerate(func._schema.arguments):
+        if i < len(args):
+            found[a.name] = args[i]
+        elif a.name in kwargs:
+            found[a.name] = kwargs[a.name]
+        else:
+            found[a.name] = a.default_value if a.has_default_value() else None
+    return found
+
+
+def _dense_only(name: str, given: dict[str, Any], unsupported: tuple[str, ...]) -> None:
+    """Refuse plainly what the CPU's attention formula does not compute here."""
+    used = [u for u in unsupported if given.get(u) is not None]
+    if used:
+        raise NotImplementedError(
+            f"torchplace sim does not simulate aten.{name} with {', '.join(used)} (variable-"
+            "length batches, a sliding window, ALiBi or a paged KV cache): call it with "
+            "padded batches, or use torch.nn.functional.scaled_dot_product_attention"
+        )
+
+
+def _flash_forward(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
+    """``aten._flash_attention_forward`` (query, key, value as (batch, seq, heads, dim)),
+    as the FlashAttention-2 kernels compute it: causal masks aligned bottom-right
+    (aten/src/ATen/native/transformers/cuda/flash_attn/flash_api.cpp: is_causal sets
+    window_size_right = 0, the window anchored at the last key)."""
+    given = _named(_FLASH_FORWARD, args, kwargs)
+    _dense_only(
+        "_flash_attention_forward",
+        given,
+        ("cum_seq_q", "cum_seq_k", "window_size_left", "window_size_right", "seqused_k",
+         "alibi_slopes", "block_table"),
+    )  # fmt: skip
+    q, k, v = (given[n].transpose(1, 2) for n in ("query", "key", "value"))
+    dropout_p, is_causal = float(given["dropout_p"]), bool(given["is_causal"])
+    metas = list(_meta(_FLASH_FORWARD, args, kwargs))
+    seed = _seed(generator, dropout_p)
+    diagonal = k.shape[-2] - q.shape[-2]
+    out, lse = _attention(q, k, v, None, dropout_p, is_causal, given["scale"], seed, diagonal)
+    rng_state = _filled(metas[2])
+    rng_state.view(torch.int64).view(-1)[0] = seed  # (seed, offset) on the GPU
+    rng_state.view(torch.int64).view(-1)[1:] = 0
+    return (
+        _filled(metas[0], out.transpose(1, 2)),
+        _filled(metas[1], lse),
+        rng_state,
+        _filled(metas[3]).zero_(),
+        _filled(metas[4]).zero_(),
+    )
+
+
+def _efficient_forward(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
+    """``aten._efficient_attention_forward`` (query, key, value as (batch, seq, heads,
+    dim)); ``custom_mask_type`` 1 is the causal mask aligned top-left, 2 bottom-right
+    (aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernel_forward.h,
+    CustomMaskType)."""
+    given = _named(_EFFICIENT_FORWARD, args, kwargs)
+    _dense_only(
+        "_efficient_attention_forward",
+        given,
+        ("cu_seqlens_q", "cu_seqlens_k", "seqlen_k", "window_size"),
+    )
+    q, k, v = (given[n].transpose(1, 2) for n in ("query", "key", "value"))
+    dropout_p, mask = float(given["dropout_p"]), int(given["custom_mask_type"])
+    metas = list(_meta(_EFFICIENT_FORWARD, args, kwargs))
+    seed = _seed(generator, dropout_p)
+    diagonal = k.shape[-2] - q.shape[-2] if mask == 2 else 0
+    out, lse = _attention(
+        q, k, v, given["bias"], dropout_p, mask != 0, given["scale"], seed, diagonal
+    )
+    lse_out = _filled(metas[1])
+    if lse_out.shape[-1]:  # padded to a multiple of 32 rows on the GPU
+        lse_out[..., lse.shape[-1] :] = float("inf")
+        lse_out[..., : lse.shape[-1]] = lse
+    # outside CUDA-graph capture the seed and offset are host tensors (HOST_OUTPUTS)
+    return (
+        _filled(metas[0], out.transpose(1, 2)),
+        lse_out,
+        torch.tensor(seed),
+        torch.tensor(0),
+        *metas[4:],
+    )
+
+
 #: aten operator -> its real-values implementation, called as ``kernel(args, kwargs,
 #: generator)`` with the simulated GPU's random generator.
 REAL_KERNELS: dict[Any, Callable[[Any, Any, torch.Generator], Any]] = {
@@ -290,4 +387,6 @@ REAL_KERNELS: dict[Any, Callable[[Any, Any, torch.Generator], Any]] = {
     _FLASH_BACKWARD: _flash_backward,
     _CUDNN: _cudnn,
     _CUDNN_BACKWARD: _cudnn_backward,
+    _FLASH_FORWARD: _flash_forward,
+    _EFFICIENT_FORWARD: _efficient_forward,
 }
