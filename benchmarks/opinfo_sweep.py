@@ -55,9 +55,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 import torch  # noqa: E402
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack  # noqa: E402
 
 import opinfo_cases as cases  # noqa: E402  (tools/, shared with the generator)
 from torchplace.sim import simulate  # noqa: E402
+from torchplace.sim.emulation._modes import SimDispatchMode  # noqa: E402
 
 _FILE = re.compile(r"opinfo-cuda-(\d+)\.(\d+)\.json\.gz$")
 #: the simulator's plain refusals of what it does not simulate, by design (issue 23 item 4)
@@ -111,6 +113,38 @@ class Tally:
         return 100.0 * self.passed / self.total if self.total else 100.0
 
 
+#: aten operators whose CUDA kernels hand the work to a CUDA library: cuBLAS's products
+#: (aten/src/ATen/native/cuda/Blas.cpp) and cuSOLVER's or MAGMA's decompositions
+#: (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp). Without a device the
+#: generator's run stops at the first one ("device"): what CUDA checks after it is not seen.
+_LIBRARY = re.compile(
+    r"aten::(mm|addmm|bmm|baddbmm|addbmm|addmv|mv|dot|vdot|_?linalg_\w+|_scaled_mm)"
+)
+
+
+def _raised_past_a_library(op: Any, sample: Any, host: int) -> bool:
+    """Whether the simulation raised only after the call reached a CUDA library, where the
+    generator's run without a device stopped ("device"): the two agree on all that CUDA's
+    run saw, and CUDA's outcome beyond it is unknown. The operators the call ran are those
+    the simulation's dispatch mode hands its cost model (``on_op``), composites' inner ones
+    included."""
+    mode = next(m for m in _get_current_dispatch_mode_stack() if isinstance(m, SimDispatchMode))
+    ran: list[str] = []
+    priced = mode.on_op
+
+    def record(func: Any, *rest: Any) -> None:
+        ran.append(func._schema.name)
+        if priced is not None:
+            priced(func, *rest)
+
+    mode.on_op = record
+    try:
+        _, err = _run(op, sample, host)
+    finally:
+        mode.on_op = priced
+    return err is not None and any(_LIBRARY.fullmatch(name) for name in ran)
+
+
 def _run(op: Any, sample: Any, host: int | None = None) -> tuple[Any, Any]:
     """The sample moved to the simulated GPU (but its ``host``-th tensor) and run:
     (outputs' [shape, dtype, device], None) or (None, the exception)."""
@@ -135,7 +169,7 @@ def sweep(
     truth: dict[str, Any], *, every: int = 1, only: list[str] | None = None
 ) -> dict[str, Tally]:
     """Run the cases on a simulated H100 and tally the three measures."""
-    keys = ("supported", "unsupported", "mixing", "unknown", "unmatched", "refused")
+    keys = ("supported", "unsupported", "mixing", "unknown", "unmatched", "refused", "beyond")
     tallies = {k: Tally() for k in keys}
     ops = [op for op in cases.ops() if cases.key(op) in truth["ops"]]
     ops = sorted(ops, key=cases.key)
@@ -149,7 +183,8 @@ def sweep(
                     continue
                 _pair(op, dtype, outcomes, info, tallies)
             for mixing in info.get("mixing", ()):
-                _mixing(op, mixing, *(tallies[k] for k in ("mixing", "unmatched", "refused")))
+                parts = ("mixing", "unmatched", "refused", "beyond")
+                _mixing(op, mixing, *(tallies[k] for k in parts))
     return tallies
 
 
@@ -222,7 +257,7 @@ def _first_line(err: Exception) -> str:
 
 
 def _mixing(
-    op: Any, mixing: dict[str, Any], tally: Tally, unmatched: Tally, refused: Tally
+    op: Any, mixing: dict[str, Any], tally: Tally, unmatched: Tally, refused: Tally, beyond: Tally
 ) -> None:
     try:
         made = cases.samples(op, mixing["dtype"])
@@ -238,13 +273,15 @@ def _mixing(
             unmatched.add(False, f"{cases.key(op)} mixing sample {mixing['sample']}: not made here")
             return
     for case in mixing["cases"]:
-        want = case["result"]
+        want, host = case["result"], case["host"]
         if want in ("values", "unknown"):
             continue  # CUDA raised after reading values no kernel computed: undecided
-        out, err = _run(op, sample, case["host"])
-        where = f"{cases.key(op)} {mixing['dtype']} sample {mixing['sample']} host={case['host']}"
+        out, err = _run(op, sample, host)
+        where = f"{cases.key(op)} {mixing['dtype']} sample {mixing['sample']} host={host}"
         if refused_plainly(err):
             refused.add(False, f"[mixing] {where}: {_describe(out, err)}")
+        elif want == "device" and err is not None and _raised_past_a_library(op, sample, host):
+            beyond.add(False, f"{where}: {_describe(out, err)}")
         elif want in ("ok", "device"):
             ok = err is None and (case["out"] is None or out == case["out"])
             tally.add(ok, f"{where}: {_describe(out, err)}; CUDA ran: {case['out']}")
@@ -293,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         f"  not decided without a GPU: {tallies['unknown'].total} pairs (CUDA's host code hands "
         "them to a library OpInfo says refuses their dtype)"
     )
+    if tallies["beyond"].total:
+        print(
+            f"  mixing cases not decided without a GPU: {tallies['beyond'].total} (CUDA's run "
+            "stopped at a library call, and the simulation raised after it)"
+        )
     if tallies["unmatched"].total:
         print(
             f"  samples not compared: {tallies['unmatched'].total} (made in another order than "
@@ -301,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     for key, t in tallies.items():
         if key in ("unmatched", "refused"):
             continue
+        if key == "beyond":
+            key = "past a library"
         for line in t.differences:
             print(f"[{key}] {line}")
     for line in plain:

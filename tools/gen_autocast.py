@@ -37,6 +37,14 @@ _DATA = Path(__file__).resolve().parents[1] / "src" / "torchplace" / "data"
 _aten = torch.ops.aten
 
 
+#: The probes' device, with its index: a tensor made on ``cuda`` without one keeps no index,
+#: and once this process has a current CUDA device (torch.compile asks for it), the options
+#: a composite takes from the tensor name ``cuda:0``, so ``to(dtype)`` no longer sees the
+#: same device and copies (aten/src/ATen/native/TensorConversions.cpp, ``to_will_alias``):
+#: ``log_softmax.int``'s ``input.toType(kFloat)`` of a float32 probe then read as a cast.
+_CUDA0 = torch.device("cuda", 0)
+
+
 class _Stop(Exception):
     """Raised at the first operator the autocast kernel hands its arguments on to."""
 
@@ -49,7 +57,7 @@ class _Probe(torch.Tensor):
 
     @staticmethod
     def __new__(cls, dtype: torch.dtype) -> _Probe:
-        return torch.Tensor._make_wrapper_subclass(cls, (2, 2), dtype=dtype, device="cuda")
+        return torch.Tensor._make_wrapper_subclass(cls, (2, 2), dtype=dtype, device=_CUDA0)
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

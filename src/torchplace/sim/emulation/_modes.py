@@ -115,7 +115,7 @@ class _Op:
     (its schema name, tags and the tables below are Python calls to reach)."""
 
     name: str  # the schema name, "aten::add"
-    index: bool  # indexing: the output is on the indexed tensor's device
+    index: bool  # the output is on the first tensor's device (the indexed one; _device_rules.MOVED)
     host_arguments: bool  # takes an argument that must be on the host (_device_rules)
     host_outputs: tuple[int, ...]  # outputs the CUDA kernel makes on the host
     gemm: bool  # a cuBLAS matrix product (cuBLAS allocates its workspace at the first)
@@ -146,7 +146,8 @@ class _Op:
         name = func._schema.name
         sync = name in _INDEX_OPS or name in _SYNC_OPS or _DYNAMIC in func.tags
         return _Op(
-            name, name in _INDEX_OPS, name in _device_rules.HOST_ARGUMENTS,
+            name, name in _INDEX_OPS or name in _device_rules.MOVED,
+            name in _device_rules.HOST_ARGUMENTS,
             _device_rules.HOST_OUTPUTS.get(name, ()), func in _GEMMS, name in _DTYPE_RULES,
             _cuda_ops.rule_for(func), name.startswith("aten::_foreach_"), sync,
             _SEEDED in func.tags,
@@ -317,6 +318,10 @@ class SimDispatchMode(TorchDispatchMode):
                     _device_rules.check(func, args, kwargs, dev)
                 elif verdict is not True:
                     raise verdict
+                composite = _device_rules.composite_key(func)
+                if composite is not None:  # (where CUDA's rules or its recorded outcome let it run)
+                    first = labels.get(id(leaves[0]))
+                    return self._composite(func, composite, args, kwargs, first)
             if op.index and args and isinstance(args[0], torch.Tensor):
                 out_label = labels.get(id(args[0]))  # the indexed tensor's device
                 if out_label is None:
@@ -430,6 +435,26 @@ class SimDispatchMode(TorchDispatchMode):
         elif self.on_op is not None and op.priced and not local.copying:
             self.on_op(func, args, kwargs, out, out_label, leaves, outs)
         return out
+
+    def _composite(self, func: Any, key: Any, args: Any, kwargs: Any, first: int | None) -> Any:
+        """Run an operator without a CUDA kernel of its own through its composite kernel
+        (``_device_rules.composite_key``), with this mode seeing its inner operators: on a GPU they
+        check devices and put the result where it lands (``slice_scatter`` of a host
+        ``self``: ``clone(self)``, then ``copy_(src)`` into it, on the host;
+        aten/src/ATen/native/TensorShape.cpp). The tensors it makes take its first tensor's
+        options, as composites write them (``at::zeros(..., self.options())``). It runs only
+        once the call passed the device rules (``_device_rules.check``) or CUDA's recorded outcome
+        for the mix let it run: a check a composite makes on ``.device()`` itself
+        (``block_diag``'s "input tensors must all be on the same device") would read the
+        backing's device and pass."""
+        local = self.local
+        saved = local.target
+        local.target = first
+        try:
+            with self:
+                return func._op_dk(key, *args, **kwargs)
+        finally:
+            local.target = saved
 
     def _run(self, func: Any, op: _Op, args: Any, kwargs: Any, device: Any) -> Any:
         if not self.state.real:
@@ -815,6 +840,8 @@ class SimFunctionMode(TorchFunctionMode):
             _SDPA: self._sdpa,
             _DROPOUT: self._dropout,
             torch._VF._pad_packed_sequence: self._pad_packed,
+            torch.ctc_loss: functools.partial(self._ctc_loss, torch.ctc_loss),
+            F.ctc_loss: functools.partial(self._ctc_loss, F.ctc_loss),
         }
         for f in (t.backward, torch.autograd.backward, torch.autograd.grad):
             self._handlers[f] = functools.partial(self._backward, f)
@@ -1325,6 +1352,29 @@ class SimFunctionMode(TorchFunctionMode):
         # batch element b is as long as the number of steps whose batch is larger than b
         steps = torch.arange(int(batch_sizes[0])).unsqueeze(1)
         return padded, (batch_sizes.unsqueeze(0) > steps).sum(1)
+
+    def _ctc_loss(self, real: Any, *args: Any, **kwargs: Any) -> Any:
+        """``ctc_loss`` with tensor lengths on its fast path, the one CUDA takes: the lengths
+        read on the host (``input_lengths.to(Device(at::kCPU), at::kLong)``) and passed on as
+        integer lists (aten/src/ATen/native/LossCTC.cpp). Under any dispatch mode, as this
+        simulation is, torch takes the composite-compliant path instead, which divides by the
+        lengths where they are and refuses host lengths beside GPU losses."""
+        call = list(args)
+        where = ((2, "input_lengths"), (3, "target_lengths"))
+        lengths = [call[i] if i < len(call) else kwargs.get(name) for i, name in where]
+        if all(
+            isinstance(t, torch.Tensor)
+            and not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+            for t in lengths
+        ):  # (else the fast path's own check: "input_lengths must be integral")
+            for (i, name), t in zip(where, lengths, strict=True):
+                read = t.tolist()  # type: ignore[union-attr]  # (a tensor: checked above)
+                if i < len(call):
+                    call[i] = read
+                else:
+                    kwargs[name] = read
+        with self.on(self._label(call[0])):  # (its factories take log_probs' options)
+            return real(*call, **kwargs)
 
     # --- kernels the target GPU would pick ---------------------------------------------
     def _sdpa(

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from torchplace.cost import tensors_in
+from torchplace.sim.rules import _cuda_ops
 
 __all__ = [
     "HOST_ARGUMENTS",
@@ -44,6 +45,7 @@ __all__ = [
     "check",
     "check_dtypes",
     "check_lengths",
+    "composite_key",
     "host_outputs",
     "op_rule",
     "wrapper_name",
@@ -56,10 +58,17 @@ _SAME = "Expected all tensors to be on the same device, but "
 
 @dataclass(frozen=True)
 class OpRule:
-    """How one operator checks devices: ``exact``, ``iter``, ``foreach`` or ``none``."""
+    """How one operator checks devices: ``exact``, ``iter``, ``foreach`` or ``none``.
+
+    ``composite``: the operator has no CUDA kernel of its own but one composite kernel for
+    every backend (``CompositeExplicitAutograd`` or ``...NonFunctional`` in
+    native_functions.yaml, below autograd, so a dispatch mode sees it whole): on a GPU its
+    inner operators do the device checks, and the result is where they put it.
+    """
 
     kind: str
     structured: bool = False
+    composite: bool = False
 
 
 def _yaml_path() -> str | None:
@@ -132,8 +141,12 @@ def _table() -> dict[str, OpRule]:
             kind = "none"
         else:
             kind = "exact"
-        table[name] = OpRule(kind, structured)
+        composite = not has_cuda(e) and bool(e["keys"] & _COMPOSITE)
+        table[name] = OpRule(kind, structured, composite)
     return table
+
+
+_COMPOSITE = {"CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"}
 
 
 def op_rule(func: Any) -> OpRule:
@@ -141,6 +154,20 @@ def op_rule(func: Any) -> OpRule:
     schema = func._schema
     key = f"{schema.name.split('::', 1)[-1]}.{func._overloadname}"
     return _table().get(key, OpRule("none"))
+
+
+def composite_key(func: Any) -> Any:
+    """The dispatch key of ``func``'s composite kernel, for an operator without a CUDA kernel
+    of its own (:class:`OpRule` ``composite``); None for every other operator."""
+    name = func._schema.name
+    if not op_rule(func).composite or name in _OWN_RULES:
+        return None
+    overload = func._schema.overload_name
+    qualified = f"{name}.{overload}" if overload else name
+    for key in ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd"):
+        if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
+            return getattr(torch._C.DispatchKey, key)
+    return None
 
 
 def wrapper_name(func: Any, structured: bool) -> str:
@@ -167,8 +194,9 @@ _ANY_DEVICE = frozenset({"philox_seed", "philox_offset"})
 
 def _bound(func: Any, args: Any, kwargs: Any) -> Iterator[tuple[Any, Any]]:
     """(schema argument, value) pairs for the call, in schema order."""
+    moved = MOVED.get(func._schema.name, ())
     for i, arg in enumerate(func._schema.arguments):
-        if arg.name in _ANY_DEVICE:
+        if arg.name in _ANY_DEVICE or arg.name in moved:
             continue
         if i < len(args) and not arg.kwarg_only:
             yield arg, args[i]
@@ -323,11 +351,26 @@ def _convolution(args: Any, dev: Dev) -> None:
                 _iterator([(inp, True), (bias, False)], dev)
     elif backend in _CONV_KERNELS:
         kernel = getattr(torch.ops.aten, _CONV_KERNELS[backend]).default
+        if op_rule(kernel).kind == "none" and any(dev(p) != "cpu" for p in params):
+            # a CPU-only kernel (slow_conv3d_forward) that a CUDA weight dispatches to CUDA:
+            # the dispatcher finds no kernel there
+            raise _no_cuda_kernel(kernel)
         kernel_size = list(weight.shape[2:])
         _exact(kernel, (inp, weight, kernel_size, bias), {}, dev, op_rule(kernel).structured)
     elif backend == "Empty" and (dev(inp) == "cpu" or inp.size(1) == 0):
         # input * weight.view(-1)[0] (or input.view(-1) * weight.view(-1)): TensorIterator
         _iterator([(inp, False), (weight, False)], dev)
+
+
+def _no_cuda_kernel(func: Any) -> NotImplementedError:
+    """The dispatcher's error for an operator the CUDA build has no kernel for (its text,
+    which lists the backends that have one, from the generated table where it has it)."""
+    rule = _cuda_ops.rule_for(func)
+    if rule is not None and rule.missing is not None:
+        return NotImplementedError(rule.missing)
+    return NotImplementedError(
+        f"Could not run '{func._schema.name}' with arguments from the 'CUDA' backend."
+    )
 
 
 def _device_type(t: torch.Tensor, dev: Dev) -> str:
@@ -451,6 +494,19 @@ def host_outputs(name: str, positions: tuple[int, ...], args: Any, kwargs: Any) 
     return positions
 
 
+#: Kernels whose callers move arguments before the call, so that the kernel takes them from
+#: any device: ``ctc_loss`` calls ``_ctc_loss(log_probs, targets.to(log_probs.device(),
+#: kLong), ...)`` ("if the targets are on CPU (which you need for CuDNN, let's move them to
+#: GPU as a service for the user)"), and ``_ctc_loss.Tensor`` (which ``ctc_loss`` calls on
+#: its composite-compliant path, the one it takes under a dispatch mode) reads the lengths on
+#: the host: ``input_lengths.to(Device(at::kCPU), at::kLong)`` (aten/src/ATen/native/
+#: LossCTC.cpp); autograd hands the same to ``_ctc_loss_backward``. The moves are C++ inside
+#: a composite, where a simulated tensor's device reads as its backing's, so they are not
+#: seen: the kernel's outputs are on its first argument's device.
+_CTC_MOVED = frozenset({"targets", "input_lengths", "target_lengths"})
+MOVED = {"aten::_ctc_loss": _CTC_MOVED, "aten::_ctc_loss_backward": _CTC_MOVED}
+
+
 def check_lengths(t: torch.Tensor, dev: Dev) -> None:
     """PackedSequence.cpp checkLongTensor, for ``lengths`` and ``batch_sizes`` alike."""
     if t.dim() != 1 or dev(t) != "cpu" or t.dtype != torch.int64:
@@ -459,6 +515,21 @@ def check_lengths(t: torch.Tensor, dev: Dev) -> None:
             "'lengths' argument should be a 1D CPU int64 tensor, but got "
             f"{t.dim()}D {dev(t)} {kind} tensor"
         )
+
+
+#: Operators :func:`check` gives a rule of their own (their composite's inner checks are
+#: ported there, or they move data between devices by design).
+_OWN_RULES = frozenset(
+    {"aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::set_", "aten::embedding",
+     "aten::convolution", "aten::_convolution", "aten::convolution_overrideable",
+     "aten::index", "aten::_unsafe_index", "aten::index_put_", "aten::index_put",
+     "aten::_index_put_impl_", *HOST_ARGUMENTS}
+)  # fmt: skip
+
+
+#: ``_unsafe_index_put`` is ``index_put`` without its checks of the indices' values
+#: (aten/src/ATen/native/TensorAdvancedIndexing.cpp), and takes its device rule.
+_UNSAFE_PUT = "aten::_unsafe_index_put"
 
 
 def check(func: Any, args: Any, kwargs: Any, dev: Dev) -> None:
@@ -482,7 +553,7 @@ def check(func: Any, args: Any, kwargs: Any, dev: Dev) -> None:
                     f"tensor ({dev(self)})"
                 )
         return
-    if name in ("aten::index_put_", "aten::index_put", "aten::_index_put_impl_"):
+    if name in ("aten::index_put_", "aten::index_put", "aten::_index_put_impl_", _UNSAFE_PUT):
         _index_put(args, kwargs, dev)
         return
     if name == "aten::embedding":  # Embedding.cpp: weight.index_select(0, indices.reshape(-1))
