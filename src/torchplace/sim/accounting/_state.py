@@ -823,6 +823,22 @@ class SimState:
             if self.counts_host:
                 self.host_bytes -= rec.nbytes
 
+    def detach(self, key: int) -> None:
+        """Forget storage ``key``'s block without freeing it: the allocator freed it already
+        (torch/csrc/cuda/Module.cpp ``removeStorageDeleterFns``: a stale storage's deleter
+        becomes ``deleteNothing``, so its death frees nothing)."""
+        self._refs.pop(key, None)  # a dead weak reference calls back no one
+        rec = self.storages.get(key)
+        if rec is None:
+            return
+        dev = self.devices[rec.device]
+        self.storages.pop(key)
+        estimate = dev.estimate
+        time = estimate.seconds if estimate is not None else 0.0
+        self.trace.free(rec.trace_index, time, self.kinds.pop(key, None), None)
+        if self.counts_host:
+            self.host_bytes -= rec.nbytes
+
     def _drain(self) -> None:
         while self._pending_frees:
             ref = self._pending_frees.pop()
