@@ -340,6 +340,7 @@ class CachingAllocatorModel:
         # private pools: id -> [small pool, large pool, users]; the pool allocated to now
         self._private: dict[tuple[int, int], list[Any]] = {}
         self._targets: list[tuple[int, int]] = []
+        self._no_split: set[tuple[int, int]] = set()  # c10's no_split_pools (setNoSplit)
         #: the thread each target serves alone (None: every thread), as the filter c10's
         #: beginAllocateToPool keeps with it (_cuda_beginAllocateCurrentThreadToPool's
         #: filter compares std::this_thread::get_id())
@@ -681,6 +682,11 @@ class CachingAllocatorModel:
                     self.free(address)
         return freed, created
 
+    def set_no_split(self, pool_id: tuple[int, int]) -> None:
+        """Private pool ``pool_id`` never splits a block: each request takes a whole
+        segment (``torch.cuda.MemPool(no_split=True)``, c10's ``setNoSplit``)."""
+        self._no_split.add(pool_id)
+
     def pool_use_count(self, pool_id: tuple[int, int]) -> int:
         entry = self._private.get(pool_id)
         return 0 if entry is None else int(entry[2])
@@ -846,6 +852,8 @@ class CachingAllocatorModel:
         remaining_size = block.size - size
         if split is not None:
             pass
+        elif block.owner is not None and block.owner in self._no_split:
+            split = False  # CUDACachingAllocator.cpp should_split: no_split_pools first
         elif pool.small:
             split = remaining_size >= _MIN_BLOCK_SIZE
         else:
