@@ -486,14 +486,18 @@ class _Bindings:
         stale_keys = list(dict.fromkeys(int(p) for p in stale))
         with state._lock:
             state._drain()
-            freed, created = state.devices[d].allocator.set_checkpoint_state(pps.checkpoint)
-            freed_set, created_set = set(freed), set(created)
-            definite = sum(1 for a in freed if a not in created_set)
-            if len(stale_keys) < definite:
+            allocator = state.devices[d].allocator
+            # Module.cpp checks this after restoring the pool; checked before here, so a
+            # refused call leaves the pool and its storages as they were
+            live = allocator.live_in_pool(pps.checkpoint.pool_id)
+            kept = {b[0] for seg in pps.checkpoint.segments for b in seg if b[3]}
+            if len(stale_keys) < len(live - kept):
                 raise RuntimeError(
                     "Any stale tensors which are being manually freed must be passed to set "
                     "checkpoint"
                 )
+            freed, created = allocator.set_checkpoint_state(pps.checkpoint)
+            freed_set, created_set = set(freed), set(created)
             for key in stale_keys:  # removeStorageDeleterFns
                 rec = state.storages.get(key)
                 if rec is None or rec.handle not in freed_set:
