@@ -418,6 +418,7 @@ class _Bindings:
     def synchronize(self) -> None:
         d = self.state.current
         self.timeline.wait(d, self.state.clock(d), "synchronize")
+        self.timeline.settle(self.timeline.deps(d))
 
     # --- memory ---------------------------------------------------------------------
     def memory_stats(self, device: Any) -> dict[str, Any]:
@@ -721,6 +722,7 @@ class _Bindings:
     def _synchronize_on(self, device: Any) -> None:
         d = self.index(device)
         self.timeline.wait(d, self.state.clock(d), "synchronize")
+        self.timeline.settle(self.timeline.deps(d))
 
 
 def _cudart_info(bindings: _Bindings, device: Any) -> tuple[int, int]:
