@@ -107,6 +107,35 @@ def test_sleep_keeps_the_stream_busy_until_synchronized() -> None:
     assert report.devices[0].estimated_total_seconds > 0.1  # 10**9 cycles at ~2 GHz
 
 
+def test_a_stream_waiting_on_another_device_completes_after_it() -> None:
+    # cudaStreamWaitEvent across devices: device 1's stream, and an event recorded on it
+    # after the wait, are done only once device 0's work is (each device has its own clock)
+    with simulate("H100", gpus=2):
+        with torch.cuda.device(1):
+            torch.cuda._sleep(10**9)  # device 1 busy
+            busy = torch.cuda.current_stream()
+        waiting = torch.cuda.Stream(device=0)
+        waiting.wait_stream(busy)  # wait_stream, not wait_event: the same dependency
+        after = waiting.record_event()
+        assert not after.query() and not waiting.query()
+        torch.cuda.synchronize(0)  # device 0's synchronize waits for what it depends on
+        assert after.query() and waiting.query() and busy.query()
+
+
+def test_elapsed_time_of_events_on_two_devices() -> None:
+    # CUDAEvent.h elapsed_time: its checks pass, then cudaEventElapsedTime refuses events
+    # of two devices (invalid resource handle), whichever device is current
+    with simulate("H100", gpus=2):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record(torch.cuda.current_stream(0))
+        end.record(torch.cuda.current_stream(1))
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+        with torch.cuda.device(1), pytest.raises(RuntimeError, match="invalid resource handle"):
+            end.elapsed_time(start)
+
+
 def test_allocator_bindings_and_stats() -> None:
     with simulate("H100"):
         ptr = torch.cuda.caching_allocator_alloc(MiB)  # _cuda_cudaCachingAllocator_raw_alloc

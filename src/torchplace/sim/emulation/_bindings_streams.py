@@ -510,6 +510,11 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
                 raise ValueError("Both events must be recorded before calculating elapsed time.")
             if not (self.query() and end_event.query()):
                 raise RuntimeError("Both events must be completed before calculating elapsed time.")
+            if self._recorded[0] != end_event._recorded[0]:
+                # then cudaEventElapsedTime, which refuses events of two devices (CUDA runtime
+                # API: cudaErrorInvalidResourceHandle), raised by C10_CUDA_CHECK
+                err = getattr(torch, "AcceleratorError", RuntimeError)
+                raise err("CUDA error: invalid resource handle\n")
             return (end_event._recorded[1] - self._recorded[1]) * 1e3
 
         def ipc_handle(self) -> Any:
