@@ -122,6 +122,21 @@ def test_a_stream_waiting_on_another_device_completes_after_it() -> None:
         assert after.query() and waiting.query() and busy.query()
 
 
+def test_backward_on_another_devices_stream_keeps_the_current_device() -> None:
+    # engine.cpp's OptionalStreamGuard: a node's backward runs on its forward's stream (of
+    # device 1 here) and gives back the device and stream that were current
+    with simulate("H100", gpus=2):
+        side = torch.cuda.Stream(device=1)
+        with torch.cuda.stream(side):
+            x = torch.ones(4, device="cuda:1", requires_grad=True)
+            y = (x * 2).sum()
+        assert torch.cuda.current_device() == 0
+        y.backward()
+        assert torch.cuda.current_device() == 0
+        assert torch.cuda.current_stream(1) == torch.cuda.default_stream(1)
+        assert x.grad is not None and x.grad.device == torch.device("cuda", 1)
+
+
 def test_elapsed_time_of_events_on_two_devices() -> None:
     # CUDAEvent.h elapsed_time: its checks pass, then cudaEventElapsedTime refuses events
     # of two devices (invalid resource handle), whichever device is current

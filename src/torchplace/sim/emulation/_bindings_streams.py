@@ -71,15 +71,20 @@ def tag_backward_stream(out: Any, device: int) -> None:
     if "torchplace_stream" in metadata:
         return
     stream = metadata["torchplace_stream"] = torch.cuda.current_stream(device)
-    saved: list[Any] = []
+    saved: list[tuple[int, Any]] = []
 
+    # torch/csrc/autograd/engine.cpp runs a node under a c10::OptionalStreamGuard, which, as
+    # every StreamGuard, makes the stream's device current too and on exit gives back both
+    # the stream and the device that were current (c10/core/StreamGuard.h)
     def before(*args: Any) -> None:
-        saved.append(torch.cuda.current_stream(device))
+        saved.append((torch.cuda.current_device(), torch.cuda.current_stream(device)))
         torch.cuda.set_stream(stream)
 
     def after(*args: Any) -> None:
         if saved:
-            torch.cuda.set_stream(saved.pop())
+            previous_device, previous_stream = saved.pop()
+            torch.cuda.set_stream(previous_stream)
+            torch.cuda.set_device(previous_device)
 
     node.register_prehook(before)
     node.register_hook(after)
