@@ -137,6 +137,21 @@ def test_backward_on_another_devices_stream_keeps_the_current_device() -> None:
         assert x.grad is not None and x.grad.device == torch.device("cuda", 1)
 
 
+def test_blocking_copies_wait_for_the_stream_and_non_blocking_ones_pin() -> None:
+    # Copy.cu: without non_blocking, memcpy_and_sync waits for the stream; _to_copy puts a
+    # non-blocking copy to the CPU in pinned memory (TensorConversions.cpp, pin_out)
+    with simulate("H100"):
+        dst = torch.empty(1000, device="cuda")
+        torch.cuda._sleep(10**9)
+        dst.copy_(torch.ones(1000))  # copy_, not .to(): a blocking host-to-device copy
+        assert torch.cuda.current_stream().query()
+        torch.cuda._sleep(10**9)
+        out = dst.to("cpu", torch.float64, non_blocking=True)
+        assert not torch.cuda.current_stream().query()
+        assert out.is_pinned() and out.dtype == torch.float64
+        assert not dst.to("cpu", torch.float64).is_pinned()
+
+
 def test_elapsed_time_of_events_on_two_devices() -> None:
     # CUDAEvent.h elapsed_time: its checks pass, then cudaEventElapsedTime refuses events
     # of two devices (invalid resource handle), whichever device is current

@@ -967,6 +967,15 @@ class SimState:
         timing = self.peaks.timing if self.peaks is not None else None
         return 0.0 if timing is None else timing.host_seconds
 
+    def copy_waited(self, device: int) -> None:
+        """A blocking host-to-device copy returned: ``memcpy_and_sync`` (c10/cuda/
+        CUDAFunctions.h, called by Copy.cu's copy_kernel_cuda without non_blocking) waits
+        for the stream, so the device's work enqueued so far is done as the host sees it.
+        Counted as a transfer, not a sync."""
+        dev = self.devices[device]
+        if dev.estimate is not None and dev.done < dev.estimate.seconds:
+            dev.done = dev.estimate.seconds
+
     def record_sync(self, kind: str, *, device: int | None = None) -> None:
         """Count a host wait at the user's line; without ``device`` (the caller says how far
         it waited) the host has waited for all the work enqueued so far."""
