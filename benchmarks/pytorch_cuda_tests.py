@@ -67,7 +67,13 @@ NEEDS_HARDWARE = (
 #: the error says so, why)
 ENVIRONMENT = (
     (
-        ("more than the host could allocate", "DefaultCPUAllocator: can't allocate"),
+        (
+            "more than the host could allocate",
+            "DefaultCPUAllocator: can't allocate",
+            # HostMemoryError: the real values would not fit the host room left (the limit,
+            # or what the machine, shared with other jobs, has available)
+            "tensors hold real values in host memory",
+        ),
         "needs more host memory than the run allows (real values live on the host; --host-memory)",
     ),
     (("URLError", "Name or service not known"), "downloads from the network"),

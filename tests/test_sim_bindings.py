@@ -107,6 +107,65 @@ def test_sleep_keeps_the_stream_busy_until_synchronized() -> None:
     assert report.devices[0].estimated_total_seconds > 0.1  # 10**9 cycles at ~2 GHz
 
 
+def test_a_stream_waiting_on_another_device_completes_after_it() -> None:
+    # cudaStreamWaitEvent across devices: device 1's stream, and an event recorded on it
+    # after the wait, are done only once device 0's work is (each device has its own clock)
+    with simulate("H100", gpus=2):
+        with torch.cuda.device(1):
+            torch.cuda._sleep(10**9)  # device 1 busy
+            busy = torch.cuda.current_stream()
+        waiting = torch.cuda.Stream(device=0)
+        waiting.wait_stream(busy)  # wait_stream, not wait_event: the same dependency
+        after = waiting.record_event()
+        assert not after.query() and not waiting.query()
+        torch.cuda.synchronize(0)  # device 0's synchronize waits for what it depends on
+        assert after.query() and waiting.query() and busy.query()
+
+
+def test_backward_on_another_devices_stream_keeps_the_current_device() -> None:
+    # engine.cpp's OptionalStreamGuard: a node's backward runs on its forward's stream (of
+    # device 1 here) and gives back the device and stream that were current
+    with simulate("H100", gpus=2):
+        side = torch.cuda.Stream(device=1)
+        with torch.cuda.stream(side):
+            x = torch.ones(4, device="cuda:1", requires_grad=True)
+            y = (x * 2).sum()
+        assert torch.cuda.current_device() == 0
+        y.backward()
+        assert torch.cuda.current_device() == 0
+        assert torch.cuda.current_stream(1) == torch.cuda.default_stream(1)
+        assert x.grad is not None and x.grad.device == torch.device("cuda", 1)
+
+
+def test_blocking_copies_wait_for_the_stream_and_non_blocking_ones_pin() -> None:
+    # Copy.cu: without non_blocking, memcpy_and_sync waits for the stream; _to_copy puts a
+    # non-blocking copy to the CPU in pinned memory (TensorConversions.cpp, pin_out)
+    with simulate("H100"):
+        dst = torch.empty(1000, device="cuda")
+        torch.cuda._sleep(10**9)
+        dst.copy_(torch.ones(1000))  # copy_, not .to(): a blocking host-to-device copy
+        assert torch.cuda.current_stream().query()
+        torch.cuda._sleep(10**9)
+        out = dst.to("cpu", torch.float64, non_blocking=True)
+        assert not torch.cuda.current_stream().query()
+        assert out.is_pinned() and out.dtype == torch.float64
+        assert not dst.to("cpu", torch.float64).is_pinned()
+
+
+def test_elapsed_time_of_events_on_two_devices() -> None:
+    # CUDAEvent.h elapsed_time: its checks pass, then cudaEventElapsedTime refuses events
+    # of two devices (invalid resource handle), whichever device is current
+    with simulate("H100", gpus=2):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record(torch.cuda.current_stream(0))
+        end.record(torch.cuda.current_stream(1))
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+        with torch.cuda.device(1), pytest.raises(RuntimeError, match="invalid resource handle"):
+            end.elapsed_time(start)
+
+
 def test_allocator_bindings_and_stats() -> None:
     with simulate("H100"):
         ptr = torch.cuda.caching_allocator_alloc(MiB)  # _cuda_cudaCachingAllocator_raw_alloc

@@ -59,6 +59,7 @@ import functools
 import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from itertools import accumulate, compress
 from typing import Any
 
@@ -339,6 +340,7 @@ class CachingAllocatorModel:
         # private pools: id -> [small pool, large pool, users]; the pool allocated to now
         self._private: dict[tuple[int, int], list[Any]] = {}
         self._targets: list[tuple[int, int]] = []
+        self._no_split: set[tuple[int, int]] = set()  # c10's no_split_pools (setNoSplit)
         #: the thread each target serves alone (None: every thread), as the filter c10's
         #: beginAllocateToPool keeps with it (_cuda_beginAllocateCurrentThreadToPool's
         #: filter compares std::this_thread::get_id())
@@ -615,6 +617,76 @@ class CachingAllocatorModel:
             raise RuntimeError("Could not find pool of id")
         return {a for a, b in self._blocks.items() if b.allocated and b.owner == pool_id}
 
+    def checkpoint_state(self, pool_id: tuple[int, int]) -> PoolCheckpoint:
+        """The state of private pool ``pool_id``'s segments, to return them to it later
+        (c10/cuda/CUDACachingAllocator.cpp ``getCheckpointState``: a ``PrivatePoolState`` of
+        each segment's blocks, their pointer, size, stream and whether allocated)."""
+        entry = self._private.get(pool_id)
+        if entry is None:
+            raise RuntimeError("Could not find pool of id")
+        if entry[2] == 0:  # a pool no one uses waits in c10's graph_pools_freeable
+            raise RuntimeError("Not expected to checkpoint freeable graph")
+        segments = []
+        for address in sorted(self._segments):
+            block: _Block | None = self._blocks[address]
+            if block is None or block.owner != pool_id:
+                continue
+            blocks = []
+            while block is not None:
+                blocks.append((block.address, block.size, block.stream, block.allocated))
+                block = block.next
+            segments.append(tuple(blocks))
+        return PoolCheckpoint(pool_id, self._device_index, tuple(segments))
+
+    def set_checkpoint_state(self, checkpoint: PoolCheckpoint) -> tuple[list[int], list[int]]:
+        """Return private pool ``checkpoint.pool_id`` to ``checkpoint``: free every block
+        allocated in it now, then allocate the checkpoint's blocks again, each at its
+        address, and free those the checkpoint had free (c10/cuda/CUDACachingAllocator.cpp
+        ``setCheckpointPoolState``, ``freeBlocksAllocatedToPool``,
+        ``setSegmentStateToCheckpoint``). Returns the addresses freed and those allocated
+        (c10's ``RestoreResult``: ``allocations_freed``, ``allocations_created``)."""
+        pool_id = checkpoint.pool_id
+        entry = self._private.get(pool_id)
+        if entry is not None and entry[2] == 0:
+            raise RuntimeError("Not expected to checkpoint freeable graph")
+        if entry is None:
+            raise RuntimeError("Could not find private pool id")
+        freed = [a for a, b in self._blocks.items() if b.allocated and b.owner == pool_id]
+        freed.sort()
+        for address in freed:
+            self.free(address)
+        created: list[int] = []
+        for segment in checkpoint.segments:
+            head = self._blocks.get(segment[0][0])
+            if head is None or head.allocated or head.owner != pool_id:
+                raise RuntimeError(f" could not find {segment[0][0]:#x}")
+            block: _Block | None = head
+            for i, (address, size, _stream, _allocated) in enumerate(segment):
+                if block is None or block.address != address or block.size < size:
+                    raise RuntimeError(
+                        f"the pool's segment at {segment[0][0]:#x} no longer has the "
+                        "checkpoint's blocks"
+                    )
+                pool = self._pool_of(block)
+                pool.remove(block)
+                # split while the block is larger than the checkpoint's: the rest belongs
+                # to the next block (max_split_size may have changed since)
+                self._alloc_found_block(pool, block, size, size, split=block.size > size)
+                block = self._blocks[address].next
+                if (block is not None) != (i + 1 < len(segment)):
+                    raise RuntimeError("a checkpointed segment's blocks do not match it")
+            for address, _size, _stream, allocated in segment:
+                if allocated:
+                    created.append(address)
+                else:
+                    self.free(address)
+        return freed, created
+
+    def set_no_split(self, pool_id: tuple[int, int]) -> None:
+        """Private pool ``pool_id`` never splits a block: each request takes a whole
+        segment (``torch.cuda.MemPool(no_split=True)``, c10's ``setNoSplit``)."""
+        self._no_split.add(pool_id)
+
     def pool_use_count(self, pool_id: tuple[int, int]) -> int:
         entry = self._private.get(pool_id)
         return 0 if entry is None else int(entry[2])
@@ -771,11 +843,18 @@ class CachingAllocatorModel:
             self.segment_hook("segment_alloc", address, alloc_size)
         return block
 
-    def _alloc_found_block(self, pool: _Pool, block: _Block, size: int, nbytes: int) -> int:
-        """Hand out ``block``, first splitting off what the request does not need."""
+    def _alloc_found_block(
+        self, pool: _Pool, block: _Block, size: int, nbytes: int, *, split: bool | None = None
+    ) -> int:
+        """Hand out ``block``, first splitting off what the request does not need (or as
+        ``split`` says)."""
         already_split = block.prev is not None or block.next is not None
         remaining_size = block.size - size
-        if pool.small:
+        if split is not None:
+            pass
+        elif block.owner is not None and block.owner in self._no_split:
+            split = False  # CUDACachingAllocator.cpp should_split: no_split_pools first
+        elif pool.small:
             split = remaining_size >= _MIN_BLOCK_SIZE
         else:
             split = size < self._max_split and remaining_size > _SMALL_SIZE
@@ -930,6 +1009,16 @@ class CachingAllocatorModel:
 
 
 # -- data structures ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolCheckpoint:
+    """A private pool's segments at a moment: per segment, its blocks' ``(address, size,
+    stream, allocated)`` in address order (c10's ``PrivatePoolState`` / ``SegmentState``)."""
+
+    pool_id: tuple[int, int]
+    device: int
+    segments: tuple[tuple[tuple[int, int, int, bool], ...], ...]
 
 
 class _Block:

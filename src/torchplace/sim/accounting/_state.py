@@ -823,6 +823,22 @@ class SimState:
             if self.counts_host:
                 self.host_bytes -= rec.nbytes
 
+    def detach(self, key: int) -> None:
+        """Forget storage ``key``'s block without freeing it: the allocator freed it already
+        (torch/csrc/cuda/Module.cpp ``removeStorageDeleterFns``: a stale storage's deleter
+        becomes ``deleteNothing``, so its death frees nothing)."""
+        self._refs.pop(key, None)  # a dead weak reference calls back no one
+        rec = self.storages.get(key)
+        if rec is None:
+            return
+        dev = self.devices[rec.device]
+        self.storages.pop(key)
+        estimate = dev.estimate
+        time = estimate.seconds if estimate is not None else 0.0
+        self.trace.free(rec.trace_index, time, self.kinds.pop(key, None), None)
+        if self.counts_host:
+            self.host_bytes -= rec.nbytes
+
     def _drain(self) -> None:
         while self._pending_frees:
             ref = self._pending_frees.pop()
@@ -950,6 +966,15 @@ class SimState:
         """The host's seconds per operation under the peaks' time model (0 without one)."""
         timing = self.peaks.timing if self.peaks is not None else None
         return 0.0 if timing is None else timing.host_seconds
+
+    def copy_waited(self, device: int) -> None:
+        """A blocking host-to-device copy returned: ``memcpy_and_sync`` (c10/cuda/
+        CUDAFunctions.h, called by Copy.cu's copy_kernel_cuda without non_blocking) waits
+        for the stream, so the device's work enqueued so far is done as the host sees it.
+        Counted as a transfer, not a sync."""
+        dev = self.devices[device]
+        if dev.estimate is not None and dev.done < dev.estimate.seconds:
+            dev.done = dev.estimate.seconds
 
     def record_sync(self, kind: str, *, device: int | None = None) -> None:
         """Count a host wait at the user's line; without ``device`` (the caller says how far

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from torchplace.sim.accounting._state import SimState, is_user_file, sim_uuid
-from torchplace.sim.allocator import AllocatorOOM
+from torchplace.sim.allocator import AllocatorOOM, PoolCheckpoint
 from torchplace.sim.emulation._bindings_graphs import graph_bindings
 from torchplace.sim.emulation._bindings_host import PinnedHostMemory
 from torchplace.sim.emulation._bindings_reload import reloaded
@@ -270,6 +270,20 @@ def _nested(flat: dict[str, int]) -> dict[str, Any]:
     return out
 
 
+class AllocatorState:
+    """``torch._C._cuda_CUDAAllocator_AllocatorState``: an opaque checkpoint of a private
+    memory pool (c10's ``PrivatePoolState``), made by ``_cuda_getCheckpointState``."""
+
+    __slots__ = ("checkpoint",)
+
+    def __init__(self, checkpoint: PoolCheckpoint) -> None:
+        self.checkpoint = checkpoint
+
+
+AllocatorState.__module__ = "torch._C"
+AllocatorState.__name__ = AllocatorState.__qualname__ = "_cuda_CUDAAllocator_AllocatorState"
+
+
 class _Bindings:
     """The emulated bindings of one simulation."""
 
@@ -404,6 +418,7 @@ class _Bindings:
     def synchronize(self) -> None:
         d = self.state.current
         self.timeline.wait(d, self.state.clock(d), "synchronize")
+        self.timeline.settle(self.timeline.deps(d))
 
     # --- memory ---------------------------------------------------------------------
     def memory_stats(self, device: Any) -> dict[str, Any]:
@@ -445,6 +460,65 @@ class _Bindings:
         self.state.sync()
         allocator = self.state.devices[self.index(device)].allocator
         return bool(allocator.live_in_pool(tuple(pool)) == {int(p) for p in ptrs})
+
+    def checkpoint_state(self, device: Any, pool: Any) -> Any:
+        # torch/csrc/cuda/Module.cpp _cuda_getCheckpointState -> CUDACachingAllocator.cpp
+        # getCheckpointState: the private pool's segments, to return it to them later
+        self.state.sync()
+        d = self.index(device)
+        checkpoint = self.state.devices[d].allocator.checkpoint_state(tuple(pool))
+        return AllocatorState(checkpoint)
+
+    def set_checkpoint_pool_state(
+        self, device: Any, pps: Any, stale: Any, add_deleters: Any = ()
+    ) -> None:
+        """torch/csrc/cuda/Module.cpp _cuda_setCheckpointPoolState: the pool returns to the
+        checkpoint (CUDACachingAllocator.cpp setCheckpointPoolState); the stale storages
+        (``storage._cdata``) whose blocks it freed stop owning them; the blocks it allocated
+        again are owned by the storages ``add_deleters`` names at their address, and by no
+        one otherwise (freed with ``caching_allocator_delete``)."""
+        if not isinstance(pps, AllocatorState):
+            raise TypeError(
+                "_cuda_setCheckpointPoolState(): incompatible function arguments: state must "
+                f"be a torch._C._cuda_CUDAAllocator_AllocatorState, got {type(pps).__name__}"
+            )
+        state = self.state
+        d = self.index(device)
+        stale_keys = list(dict.fromkeys(int(p) for p in stale))
+        with state._lock:
+            state._drain()
+            allocator = state.devices[d].allocator
+            # Module.cpp checks this after restoring the pool; checked before here, so a
+            # refused call leaves the pool and its storages as they were
+            live = allocator.live_in_pool(pps.checkpoint.pool_id)
+            kept = {b[0] for seg in pps.checkpoint.segments for b in seg if b[3]}
+            if len(stale_keys) < len(live - kept):
+                raise RuntimeError(
+                    "Any stale tensors which are being manually freed must be passed to set "
+                    "checkpoint"
+                )
+            freed, created = allocator.set_checkpoint_state(pps.checkpoint)
+            freed_set, created_set = set(freed), set(created)
+            for key in stale_keys:  # removeStorageDeleterFns
+                rec = state.storages.get(key)
+                if rec is None or rec.handle not in freed_set:
+                    raise RuntimeError("Expected a stale storage's block to be freed")
+                state.detach(key)
+            for address in freed:
+                self.raw.pop(address, None)
+            owners = {rec.handle: key for key, rec in state.storages.items() if rec.device == d}
+            for key in (int(p) for p in add_deleters):  # addStorageDeleterFns
+                rec = state.storages.get(key)
+                if rec is not None and rec.handle in created_set:
+                    raise RuntimeError(" Not expecting deleter function")
+                if rec is None:
+                    raise RuntimeError(
+                        "not simulated: giving a block back to a storage made from a data "
+                        "pointer (torch._C._construct_storage_from_data_pointer)"
+                    )
+            for address in created:  # no one's: c10 releases the DataPtr's context
+                if address not in owners:
+                    self.raw[address] = d
 
     def record_history(
         self,
@@ -595,6 +669,9 @@ class _Bindings:
             # c10/cuda/CUDACachingAllocator.cpp checkPoolLiveAllocations: the pool's live
             # blocks are exactly the pointers given (cudagraph_trees checks its outputs)
             "_cuda_checkPoolLiveAllocations": self.check_pool_live_allocations,
+            "_cuda_getCheckpointState": self.checkpoint_state,
+            "_cuda_setCheckpointPoolState": self.set_checkpoint_pool_state,
+            "_cuda_CUDAAllocator_AllocatorState": AllocatorState,
             "_cuda_cudaCachingAllocator_raw_alloc": self.raw_alloc,
             "_cuda_cudaCachingAllocator_raw_delete": self.raw_delete,
             "_cuda_cudaCachingAllocator_enable": lambda value: setattr(
@@ -645,6 +722,7 @@ class _Bindings:
     def _synchronize_on(self, device: Any) -> None:
         d = self.index(device)
         self.timeline.wait(d, self.state.clock(d), "synchronize")
+        self.timeline.settle(self.timeline.deps(d))
 
 
 def _cudart_info(bindings: _Bindings, device: Any) -> tuple[int, int]:

@@ -603,6 +603,10 @@ def graph_bindings(state: SimState, fmode: Any, timeline: Any) -> dict[str, Any]
             self._device = state.current
             self._id = pool_handle(user=bool(is_user_created))
             allocator(self._device).use_pool(self._id)
+            # c10/cuda/MemPool.cpp MemPool::MemPool(allocator, is_user_created, use_on_oom,
+            # no_split): a no_split pool never splits a block (setNoSplit)
+            if len(rest) > 1 and rest[1]:
+                allocator(self._device).set_no_split(self._id)
             weakref.finalize(self, _release_pool, state, self._device, self._id)
 
         @property

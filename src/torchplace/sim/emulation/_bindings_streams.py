@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -70,15 +71,20 @@ def tag_backward_stream(out: Any, device: int) -> None:
     if "torchplace_stream" in metadata:
         return
     stream = metadata["torchplace_stream"] = torch.cuda.current_stream(device)
-    saved: list[Any] = []
+    saved: list[tuple[int, Any]] = []
 
+    # torch/csrc/autograd/engine.cpp runs a node under a c10::OptionalStreamGuard, which, as
+    # every StreamGuard, makes the stream's device current too and on exit gives back both
+    # the stream and the device that were current (c10/core/StreamGuard.h)
     def before(*args: Any) -> None:
-        saved.append(torch.cuda.current_stream(device))
+        saved.append((torch.cuda.current_device(), torch.cuda.current_stream(device)))
         torch.cuda.set_stream(stream)
 
     def after(*args: Any) -> None:
         if saved:
-            torch.cuda.set_stream(saved.pop())
+            previous_device, previous_stream = saved.pop()
+            torch.cuda.set_stream(previous_stream)
+            torch.cuda.set_device(previous_device)
 
     node.register_prehook(before)
     node.register_hook(after)
@@ -94,6 +100,11 @@ class Timeline:
         self._counters: dict[tuple[int, int], int] = {}  # (device, priority) -> next in pool
         self._next_handle = 1
         self._lock = threading.Lock()
+        #: (device, stream) -> the work of other devices it waits for, as (device, GPU
+        #: time): each device keeps its own clock, so a cross-device cudaStreamWaitEvent is
+        #: a dependency (the stream's later work, and events recorded after, complete only
+        #: once that work has: CUDA runtime API, cudaStreamWaitEvent)
+        self._deps: dict[tuple[int, int], frozenset[tuple[int, float]]] = {}
 
     # --- current streams (thread-local in c10, as here) ---------------------------------
     def _currents(self) -> dict[int, tuple[int, float]]:
@@ -130,6 +141,32 @@ class Timeline:
         key = (device, stream_id)
         if until > self._tails.get(key, 0.0) and until > self.tail(device, stream_id):
             self._tails[key] = until
+
+    def wait_for(self, device: int, stream_id: int, points: Iterable[tuple[int, float]]) -> None:
+        """A stream waits for work ending at each ``(device, GPU time)`` of ``points``."""
+        cross = frozenset(p for p in points if p[0] != device)
+        for d, until in points:
+            if d == device:
+                self.wait_until(device, stream_id, until)
+        if cross:
+            key = (device, stream_id)
+            self._deps[key] = self._deps.get(key, frozenset()) | cross
+
+    def deps(self, device: int, stream_id: int | None = None) -> frozenset[tuple[int, float]]:
+        """What a stream (every stream of ``device`` when None) waits for on other devices."""
+        if stream_id is not None:
+            return self._deps.get((device, stream_id), frozenset())
+        return frozenset(p for (d, _), ps in self._deps.items() if d == device for p in ps)
+
+    def settled(self, deps: Iterable[tuple[int, float]]) -> bool:
+        return all(self.complete(d, until) for d, until in deps)
+
+    def settle(self, deps: Iterable[tuple[int, float]]) -> None:
+        """The host's wait reached work other devices had to finish first."""
+        for d, until in deps:
+            dev = self.state.devices[d]
+            self.progress(d)
+            dev.done = max(dev.done, until)
 
     def pool_stream(self, device: int, priority: int) -> tuple[int, int]:
         """The next (stream id, priority) of ``device``'s pool for ``priority``
@@ -261,8 +298,9 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
         def query(self) -> bool:
             if not self._is_cuda():
                 return bool(RealStream.query(self))
-            return timeline.complete(
-                self.device_index, timeline.tail(self.device_index, self.stream_id)
+            d, sid = self.device_index, self.stream_id
+            return timeline.complete(d, timeline.tail(d, sid)) and timeline.settled(
+                timeline.deps(d, sid)
             )
 
         def synchronize(self) -> None:
@@ -270,6 +308,7 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
                 return RealStream.synchronize(self)
             d = self.device_index
             timeline.wait(d, timeline.tail(d, self.stream_id), "stream.synchronize")
+            timeline.settle(timeline.deps(d, self.stream_id))
             return None
 
         def wait_event(self, event: Any) -> None:
@@ -277,14 +316,16 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
                 return RealStream.wait_event(self, event)
             recorded = getattr(event, "_recorded", None)
             if recorded is not None:
-                timeline.wait_until(self.device_index, self.stream_id, recorded[1])
+                points = {recorded, *getattr(event, "_deps", ())}
+                timeline.wait_for(self.device_index, self.stream_id, points)
             return None
 
         def wait_stream(self, stream: Any) -> None:
             if not self._is_cuda():
                 return RealStream.wait_stream(self, stream)
-            until = timeline.tail(stream.device_index, stream.stream_id)
-            timeline.wait_until(self.device_index, self.stream_id, until)
+            d, sid = stream.device_index, stream.stream_id
+            points = {(d, timeline.tail(d, sid)), *timeline.deps(d, sid)}
+            timeline.wait_for(self.device_index, self.stream_id, points)
             return None
 
         def record_event(self, event: Any = None) -> Any:
@@ -407,6 +448,7 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
             obj._timing = bool(enable_timing)
             obj._flags = (bool(blocking), bool(interprocess), bool(external))
             obj._recorded = None  # (device, GPU time) of the last record
+            obj._deps = frozenset()  # what its stream waited for on other devices then
             obj._handle = 0
             return obj
 
@@ -434,6 +476,7 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
                 if self._flags[2]:
                     return None
             self._recorded = (d, timeline.tail(d, sid))
+            self._deps = timeline.deps(d, sid)
             return None
 
         def wait(self, stream: Any = None) -> None:
@@ -442,9 +485,8 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
             if stream is None:
                 stream = torch.cuda.current_stream()
             if self._recorded is not None:
-                timeline.wait_until(
-                    int(stream.device_index), int(stream.stream_id), self._recorded[1]
-                )
+                points = {self._recorded, *self._deps}
+                timeline.wait_for(int(stream.device_index), int(stream.stream_id), points)
             return None
 
         def query(self) -> bool:
@@ -452,13 +494,14 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
                 return bool(RealEvent.query(self))
             if self._recorded is None:
                 return True
-            return timeline.complete(*self._recorded)
+            return timeline.complete(*self._recorded) and timeline.settled(self._deps)
 
         def synchronize(self) -> None:
             if self._real:
                 return RealEvent.synchronize(self)
             if self._recorded is not None:
                 timeline.wait(*self._recorded, "event.synchronize")
+                timeline.settle(self._deps)
             return None
 
         def elapsed_time(self, end_event: Any) -> float:
@@ -472,6 +515,11 @@ def stream_classes(state: SimState, timeline: Timeline) -> dict[str, type]:
                 raise ValueError("Both events must be recorded before calculating elapsed time.")
             if not (self.query() and end_event.query()):
                 raise RuntimeError("Both events must be completed before calculating elapsed time.")
+            if self._recorded[0] != end_event._recorded[0]:
+                # then cudaEventElapsedTime, which refuses events of two devices (CUDA runtime
+                # API: cudaErrorInvalidResourceHandle), raised by C10_CUDA_CHECK
+                err = getattr(torch, "AcceleratorError", RuntimeError)
+                raise err("CUDA error: invalid resource handle\n")
             return (end_event._recorded[1] - self._recorded[1]) * 1e3
 
         def ipc_handle(self) -> Any:

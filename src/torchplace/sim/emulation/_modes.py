@@ -334,9 +334,10 @@ class SimDispatchMode(TorchDispatchMode):
             # C++ code called from Python (DDP, c10d) moving host data to the device of
             # tensors it was given: a host-to-device copy onto the simulated device
             out_label = local.target
+            state.transfer("h2d", sum(t.nbytes for t in leaves), out_label)
             if not kwargs.get("non_blocking"):
                 _sync_debug.check()  # a blocking copy: memcpy_and_sync (Copy.cu)
-            state.transfer("h2d", sum(t.nbytes for t in leaves), out_label)
+                state.copy_waited(out_label)
         else:
             out_label = None
         if out_label is None:
@@ -606,9 +607,12 @@ class SimDispatchMode(TorchDispatchMode):
         if dst_label is not None and src_label is None:
             if src.is_meta:
                 raise NotImplementedError("Cannot copy out of meta tensor; no data!")
-            if not (len(args) > 2 and args[2]) and not kwargs.get("non_blocking"):
+            blocking = not (len(args) > 2 and args[2]) and not kwargs.get("non_blocking")
+            if blocking:
                 _sync_debug.check()  # a blocking copy: memcpy_and_sync (Copy.cu)
             state.transfer("h2d", nbytes, dst_label)
+            if blocking:
+                state.copy_waited(dst_label)
             state.pinned.copied(src, dst_label, _non_blocking(args, kwargs))
             if not state.real:
                 if state.host_backed:
@@ -1131,6 +1135,8 @@ class SimFunctionMode(TorchFunctionMode):
             if not non_blocking:
                 _sync_debug.check()  # a blocking copy: memcpy_and_sync (Copy.cu)
             state.transfer("h2d", nbytes, dst)
+            if not non_blocking:
+                state.copy_waited(dst)
             state.pinned.copied(x, dst, non_blocking)
             if isinstance(x, torch.nn.Parameter):
                 state.host_weights(nbytes)

@@ -1,4 +1,4 @@
-"""Real values for the CUDA-only attention kernels, computed on the CPU.
+"""Real values for CUDA-only kernels (attention, SyncBatchNorm statistics), computed on the CPU.
 
 For ``scaled_dot_product_attention`` a GPU runs its flash or memory-efficient kernel
 (``aten._scaled_dot_product_flash_attention`` / ``_scaled_dot_product_efficient_attention``
@@ -378,6 +378,50 @@ def _efficient_forward(args: Any, kwargs: Any, generator: torch.Generator) -> An
     )
 
 
+def _gather_stats(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
+    """``batch_norm_gather_stats`` (SyncBatchNorm): every rank's mean and invstd, each
+    over ``count`` elements, merged as CUDA's ``batch_norm_reduce_statistics_kernel`` does
+    (aten/src/ATen/native/cuda/Normalization.cuh): a Welford merge in the accumulate type,
+    one rank after another; running stats updated in place with the unbiased variance."""
+    a = _named(_aten.batch_norm_gather_stats.default, args, kwargs)
+    counts = [float(a["count"])] * a["mean"].shape[0]
+    return _reduce_statistics(a, counts)
+
+
+def _gather_stats_with_counts(args: Any, kwargs: Any, generator: torch.Generator) -> Any:
+    """``batch_norm_gather_stats_with_counts``: as :func:`_gather_stats`, each rank with its
+    own count (Normalization.cu ``batch_norm_gather_stats_with_counts_cuda``)."""
+    a = _named(_aten.batch_norm_gather_stats_with_counts.default, args, kwargs)
+    return _reduce_statistics(a, [float(c) for c in a["counts"].tolist()])
+
+
+def _reduce_statistics(a: dict[str, Any], counts: list[float]) -> Any:
+    mean, invstd = a["mean"], a["invstd"]
+    # accscalar_t: float for float, half and bfloat16, double for double
+    acc = torch.float64 if mean.dtype == torch.float64 else torch.float32
+    eps, momentum = float(a["eps"]), float(a["momentum"])
+    avg = torch.zeros(mean.shape[1], dtype=acc)
+    var_n = torch.zeros(mean.shape[1], dtype=acc)
+    n = 0.0
+    for j, count in enumerate(counts):
+        m = mean[j].to(acc)
+        v = (1.0 / invstd[j].to(acc)) ** 2
+        v = (v - eps) * count
+        factor = 1.0 / (n + count)
+        var_n += v + (avg - m) * (avg - m) * (n * count * factor)
+        avg = n * factor * avg + count * factor * m
+        n += count
+    out_mean = avg.to(mean.dtype)
+    out_invstd = (1.0 / torch.sqrt(var_n / n + eps)).to(mean.dtype)
+    running_mean, running_var = a.get("running_mean"), a.get("running_var")
+    if running_mean is not None:
+        running_mean.copy_((1 - momentum) * running_mean.to(acc) + momentum * avg)
+    if running_var is not None:
+        unbiased = var_n / (n - 1)
+        running_var.copy_((1 - momentum) * running_var.to(acc) + momentum * unbiased)
+    return out_mean, out_invstd
+
+
 #: aten operator -> its real-values implementation, called as ``kernel(args, kwargs,
 #: generator)`` with the simulated GPU's random generator.
 REAL_KERNELS: dict[Any, Callable[[Any, Any, torch.Generator], Any]] = {
@@ -389,4 +433,6 @@ REAL_KERNELS: dict[Any, Callable[[Any, Any, torch.Generator], Any]] = {
     _CUDNN_BACKWARD: _cudnn_backward,
     _FLASH_FORWARD: _flash_forward,
     _EFFICIENT_FORWARD: _efficient_forward,
+    _aten.batch_norm_gather_stats.default: _gather_stats,
+    _aten.batch_norm_gather_stats_with_counts.default: _gather_stats_with_counts,
 }
