@@ -109,6 +109,20 @@ def _non_blocking(args: Any, kwargs: Any) -> bool:
     return bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking"))
 
 
+def _host_to_device(
+    state: SimState, host: torch.Tensor, label: int, nbytes: int, non_blocking: bool
+) -> None:
+    """Account a copy of ``nbytes`` from ``host`` onto simulated GPU ``label``. A blocking
+    one is ``memcpy_and_sync`` (Copy.cu; c10/cuda/CUDAFunctions.h): the sync debug mode
+    sees it, and the host waits for the device's work enqueued so far."""
+    if not non_blocking:
+        _sync_debug.check()
+    state.transfer("h2d", nbytes, label)
+    if not non_blocking:
+        state.copy_waited(label)
+    state.pinned.copied(host, label, non_blocking)
+
+
 @dataclass(frozen=True)
 class _Op:
     """What the dispatch mode needs to know of an aten overload, read once per overload
@@ -607,13 +621,7 @@ class SimDispatchMode(TorchDispatchMode):
         if dst_label is not None and src_label is None:
             if src.is_meta:
                 raise NotImplementedError("Cannot copy out of meta tensor; no data!")
-            blocking = not (len(args) > 2 and args[2]) and not kwargs.get("non_blocking")
-            if blocking:
-                _sync_debug.check()  # a blocking copy: memcpy_and_sync (Copy.cu)
-            state.transfer("h2d", nbytes, dst_label)
-            if blocking:
-                state.copy_waited(dst_label)
-            state.pinned.copied(src, dst_label, _non_blocking(args, kwargs))
+            _host_to_device(state, src, dst_label, nbytes, _non_blocking(args, kwargs))
             if not state.real:
                 if state.host_backed:
                     return dst  # placeholder values since a switch: nothing to write
@@ -1132,12 +1140,7 @@ class SimFunctionMode(TorchFunctionMode):
                     "torch.nn.Module.to_empty() instead of torch.nn.Module.to() when moving "
                     "module from meta to a different device."
                 )
-            if not non_blocking:
-                _sync_debug.check()  # a blocking copy: memcpy_and_sync (Copy.cu)
-            state.transfer("h2d", nbytes, dst)
-            if not non_blocking:
-                state.copy_waited(dst)
-            state.pinned.copied(x, dst, non_blocking)
+            _host_to_device(state, x, dst, nbytes, non_blocking)
             if isinstance(x, torch.nn.Parameter):
                 state.host_weights(nbytes)
             target = dst
@@ -1175,7 +1178,7 @@ class SimFunctionMode(TorchFunctionMode):
                 if non_blocking:  # _to_copy allocates its host result pinned (pin_out:
                     # aten/src/ATen/native/TensorConversions.cpp), from the host allocator
                     out.data = state.pinned.pin(out.detach())
-                    state.pinned.copied(out, source, non_blocking)
+                    state.pinned.copied(out, source, True)
                 return out
 
             def back_d2h(g: torch.Tensor) -> torch.Tensor:
