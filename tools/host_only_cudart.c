@@ -110,27 +110,75 @@ EXPORT int cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
     return OK;
 }
 
-/* memory: host memory stands for device memory */
-EXPORT int cudaMalloc(void **p, size_t n) {
+/* memory: host memory stands for device memory. Each live block remembers whether the host
+ * wrote its bytes (a copy from the host, a memset, a copy of such a block); the rest hold what
+ * a kernel would have computed, which is never computed here. A device-to-host copy from such
+ * a block is counted: whatever torch's host code decides from those bytes (a value check, a
+ * size) is not what a GPU decides. */
+struct block { char *p; size_t n; int host, written; };
+static struct block *blocks;
+static size_t nblocks, nslots;
+static long uncomputed_reads;
+
+static struct block *find(const void *p) {
+    for (size_t i = 0; i < nblocks; i++)
+        if ((const char *)p >= blocks[i].p && (const char *)p < blocks[i].p + blocks[i].n) return &blocks[i];
+    return NULL;
+}
+static int track(void *p, size_t n, int host) {
+    if (nblocks == nslots) {
+        size_t more = nslots ? 2 * nslots : 256;
+        struct block *grown = realloc(blocks, more * sizeof(*blocks));
+        if (!grown) return 2;
+        blocks = grown, nslots = more;
+    }
+    blocks[nblocks++] = (struct block){(char *)p, n ? n : 1, host, 0};
+    return OK;
+}
+static void untrack(void *p) {
+    struct block *b = find(p);
+    if (b) *b = blocks[--nblocks];
+    free(p);
+}
+static void copied(void *d, const void *s) {
+    struct block *to = find(d), *from = find(s);
+    int device_from = from && !from->host;
+    if (device_from && !from->written && !(to && !to->host)) uncomputed_reads++;
+    if (to && !to->host) to->written = !device_from || from->written;
+}
+static void written(void *p) { struct block *b = find(p); if (b) b->written = 1; }
+
+/* device-to-host copies of bytes no kernel computed since the last call (tools/gen_cuda_ops.py) */
+EXPORT long host_only_uncomputed_reads(void) { long n = uncomputed_reads; uncomputed_reads = 0; return n; }
+
+static int allocate(void **p, size_t n, int host) {
     if (n > most_one_allocation) return 2; /* cudaErrorMemoryAllocation */
     *p = calloc(1, n ? n : 1);
-    return *p ? OK : 2;
+    if (!*p) return 2;
+    if (track(*p, n, host) != OK) { free(*p); return 2; }
+    return OK;
 }
+EXPORT int cudaMalloc(void **p, size_t n) { return allocate(p, n, 0); }
 EXPORT int cudaMallocAsync(void **p, size_t n, void *s) { (void)s; return cudaMalloc(p, n); }
-EXPORT int cudaFree(void *p) { free(p); return OK; }
-EXPORT int cudaFreeAsync(void *p, void *s) { (void)s; free(p); return OK; }
-EXPORT int cudaHostAlloc(void **p, size_t n, unsigned f) { (void)f; return cudaMalloc(p, n); }
-EXPORT int cudaFreeHost(void *p) { free(p); return OK; }
+EXPORT int cudaFree(void *p) { untrack(p); return OK; }
+EXPORT int cudaFreeAsync(void *p, void *s) { (void)s; untrack(p); return OK; }
+EXPORT int cudaHostAlloc(void **p, size_t n, unsigned f) { (void)f; return allocate(p, n, 1); }
+EXPORT int cudaFreeHost(void *p) { untrack(p); return OK; }
 EXPORT int cudaHostRegister(void *p, size_t n, unsigned f) { (void)p; (void)n; (void)f; return OK; }
 EXPORT int cudaHostUnregister(void *p) { (void)p; return OK; }
 EXPORT int cudaMemGetInfo(size_t *free_, size_t *total) { *free_ = total_memory; *total = total_memory; return OK; }
-EXPORT int cudaMemcpy(void *d, const void *s, size_t n, int k) { (void)k; if (n) memmove(d, s, n); return OK; }
+EXPORT int cudaMemcpy(void *d, const void *s, size_t n, int k) {
+    (void)k;
+    if (n) { copied(d, s); memmove(d, s, n); }
+    return OK;
+}
 EXPORT int cudaMemcpyAsync(void *d, const void *s, size_t n, int k, void *st) { (void)st; return cudaMemcpy(d, s, n, k); }
 EXPORT int cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, void *st) {
     (void)dd; (void)sd; (void)st; return cudaMemcpy(d, s, n, 0);
 }
 EXPORT int cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int k, void *st) {
     (void)k; (void)st;
+    if (w && h) copied(d, s);
     for (size_t r = 0; r < h; r++) memmove((char *)d + r * dp, (const char *)s + r * sp, w);
     return OK;
 }
@@ -138,8 +186,8 @@ EXPORT int cudaMemcpyToSymbol(const void *sym, const void *s, size_t n, size_t o
     (void)k; memmove((char *)sym + off, s, n); return OK;
 }
 EXPORT int cudaGetSymbolAddress(void **p, const void *sym) { *p = (void *)sym; return OK; }
-EXPORT int cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return OK; }
-EXPORT int cudaMemsetAsync(void *p, int v, size_t n, void *s) { (void)s; memset(p, v, n); return OK; }
+EXPORT int cudaMemset(void *p, int v, size_t n) { written(p); memset(p, v, n); return OK; }
+EXPORT int cudaMemsetAsync(void *p, int v, size_t n, void *s) { (void)s; return cudaMemset(p, v, n); }
 EXPORT int cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
     memset(a, 0, sizeof(*a));
     a->type = cudaMemoryTypeDevice;
