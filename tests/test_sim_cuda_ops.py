@@ -54,6 +54,28 @@ def test_signatures_round_trip_through_text(dtypes: tuple, shape: str, expected:
     assert _cuda_ops._parse_signature(text.split("|empty")[0].split("|scalar")[0]) == dtypes
 
 
+def test_a_mode_name_is_part_of_the_signature() -> None:
+    x, i = torch.ones(3), torch.zeros(3, dtype=torch.long)
+    sig = _cuda_ops.signature([x, i, x], (x, 0, i, x, "amax"), {"note": "a free text"})
+    assert sig == (torch.float32, torch.int64, torch.float32, None, "amax")
+    text = _cuda_ops.signature_text(sig, "filled")
+    assert text == "float32,int64,float32|='amax'|filled"
+    assert _cuda_ops._parse_signature(text.removesuffix("|filled")) == sig
+
+
+def test_an_empty_input_with_a_result_is_its_own_shape_class() -> None:
+    f8 = torch.float8_e4m3fn
+    out, a, b = (
+        torch.empty(5, 10, dtype=f8),
+        torch.empty(5, 0, dtype=f8),
+        torch.empty(0, 10, dtype=f8),
+    )
+    addmm = aten.addmm.default
+    assert _cuda_ops.call_class([out, a, b], addmm, (out, a, b), {}) == "filled"
+    assert _cuda_ops.call_class([out[:0], a[:0], b], addmm, (out[:0], a[:0], b), {}) == "empty"
+    assert _cuda_ops.call_class([out[:0], a[:0], b], None, (), {}) == "empty"
+
+
 def test_signature_lists_tensor_then_dtype_arguments() -> None:
     x, y = torch.ones(2, dtype=torch.int32), torch.ones(0)
     sig = _cuda_ops.signature([x, y], (x, torch.float16), {"dtype": torch.bool})
@@ -98,6 +120,38 @@ def test_cuda_refuses_what_its_kernels_lack(make, error, text) -> None:
     with simulate("H100"), torch.device("cuda"), pytest.raises(error) as caught:
         make()
     assert str(caught.value) == text
+
+
+@pytest.mark.parametrize(
+    ("dtype", "runs", "refuses"),
+    [
+        # ScatterGatherKernel.cu: sum and mean take bool and complex, amax/amin/prod not
+        # bool, mean and prod not complex (cuda_scatter_gather_base_kernel_func)
+        (torch.bool, ["sum"], ["amax", "amin", "prod"]),
+        (torch.complex64, ["sum"], ["mean", "prod"]),
+        (torch.int32, ["sum", "amax", "prod", "mean"], []),
+    ],
+)
+def test_each_reduction_mode_has_its_own_dtypes(dtype, runs, refuses) -> None:
+    with simulate("H100"), torch.device("cuda"):
+        x, i = torch.ones(4, dtype=dtype), torch.tensor([0, 1, 0, 1])
+        for mode in runs:
+            assert x.scatter_reduce(0, i, x, mode).dtype == dtype
+        for mode in refuses:
+            with pytest.raises(NotImplementedError, match="scatter_gather_base_kernel_func"):
+                x.scatter_reduce(0, i, x, mode)
+
+
+def test_an_empty_product_of_a_dtype_cuda_lacks_is_refused_where_it_fills() -> None:
+    """addmm with an empty inner dimension scales ``self`` (Blas.cpp), which float8 has no
+    kernel for; with an empty result it returns first."""
+    f8 = torch.float8_e4m3fn
+    with simulate("H100"), torch.device("cuda"):
+        self = torch.zeros(5, 10).to(f8)
+        with pytest.raises(NotImplementedError, match="not implemented for 'Float8_e4m3fn'"):
+            torch.addmm(self, torch.zeros(5, 0).to(f8), torch.zeros(0, 10).to(f8))
+        empty = torch.addmm(self[:0], torch.zeros(0, 0).to(f8), torch.zeros(0, 10).to(f8))
+        assert empty.shape == (0, 10) and empty.dtype == f8
 
 
 def test_an_operator_cuda_has_no_kernel_for_raises_the_dispatchers_error() -> None:

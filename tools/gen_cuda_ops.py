@@ -547,8 +547,9 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             messages.append(text)
         return index[text]
 
-    # By (operator, dtypes): the shape classes ("" for most calls, "empty", "scalar": many
-    # CUDA kernels return before their dtype switch for these) the samples reached.
+    # By (operator, dtypes): the shape classes ("" for most calls, "empty", "filled",
+    # "scalar": many CUDA kernels return before their dtype switch for these) the samples
+    # reached.
     by_dtypes: dict[tuple[str, str], dict[str, _Observed]] = collections.defaultdict(dict)
     for (op, sig), o in seen.items():
         base, shape = _shape_class(sig)
@@ -583,8 +584,13 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             # which the host-only runtime's kernels never compute)
             failed_in = set().union(*(o.failed_in for o in shapes.values()))
             if STANDARD.search(text) or failed_in & ran_in[op]:
-                # refused, but in the shape classes where CUDA was seen to run it
-                refuse[op][sig] = [kind, message(text), runs]
+                # refused, but in the shape classes where CUDA was seen to run it; an empty
+                # input with a non-empty result ("filled") no sample reached takes the
+                # empty class's verdict
+                exempt = runs
+                if "empty" in runs and "filled" not in shapes:
+                    exempt = sorted([*runs, "filled"])
+                refuse[op][sig] = [kind, message(text), exempt]
                 if len(failed) > 1:  # each backend's text (sim/rules/_backends.py picks one)
                     texts = [[k, message(t)] for (k, t), _ in failed.most_common()]
                     alternatives[op][sig] = texts
@@ -811,7 +817,7 @@ def _refused_everywhere(paths: dict[str, dict[str, Any]], dtype: str, samples: l
 
 def _shape_class(sig: str) -> tuple[str, str]:
     """``"float32|empty"`` -> ``("float32", "empty")``; ``"float32"`` -> ``("float32", "")``."""
-    for shape in ("empty", "scalar"):
+    for shape in ("empty", "filled", "scalar"):
         if sig.endswith("|" + shape):
             return sig[: -len(shape) - 1], shape
     return sig, ""

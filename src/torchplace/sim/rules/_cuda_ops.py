@@ -33,7 +33,7 @@ from importlib import resources
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 __all__ = [
     "CudaPath",
@@ -65,11 +65,21 @@ _FILE = re.compile(r"cuda-ops-(\d+)\.(\d+)\.json\.gz$")
 def signature(tensors: Sequence[torch.Tensor], args: Any, kwargs: Any) -> tuple[Any, ...]:
     """An aten call's signature: its tensors' dtypes in order (positional arguments first,
     as :func:`torchplace.cost.call_tensors` lists them), then ``None`` and its
-    ``torch.dtype`` arguments if it has any (``sum(x, dtype=...)``, ``to(dtype)``)."""
+    ``torch.dtype`` arguments and mode names if it has any (``sum(x, dtype=...)``,
+    ``to(dtype)``, ``scatter_reduce(..., "amax")``).
+
+    A mode name is a string argument that is an identifier (``reduce``, ``rounding_mode``,
+    ``side``, ``approximate``): ATen runs each mode in its own kernel with its own dtype
+    switch (aten/src/ATen/native/cuda/ScatterGatherKernel.cu dispatches ``amax`` over
+    fewer dtypes than ``sum``), so one mode's refusal is not another's. The dispatcher
+    leaves out an argument equal to its default, as it does for the tables' calls."""
     found = tuple(t.dtype for t in tensors)
-    chosen = [a for a in args if isinstance(a, torch.dtype)]
-    chosen += [a for a in kwargs.values() if isinstance(a, torch.dtype)]
+    chosen = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.dtype) or _mode(a)]
     return (*found, None, *chosen) if chosen else found
+
+
+def _mode(a: Any) -> bool:
+    return isinstance(a, str) and a.isidentifier()
 
 
 def function_key(func: Any) -> str:
@@ -126,12 +136,12 @@ def _factory_result(func: Any, args: Any, kwargs: Any) -> torch.Tensor | None:
 
 
 def signature_text(sig: tuple[Any, ...], shape: str = "") -> str:
-    """The signature as the data files write it: ``float16,float16``, ``int64|=float32``;
-    with its shape class, ``float32|empty``."""
+    """The signature as the data files write it: ``float16,float16``, ``int64|=float32``,
+    ``bool,int64,bool|='amax'``; with its shape class, ``float32|empty``."""
     i = sig.index(None) if None in sig else len(sig)
     text = ",".join(_NAMES[d] for d in sig[:i])
     if i < len(sig):
-        text += "|=" + ",".join(_NAMES[d] for d in sig[i + 1 :])
+        text += "|=" + ",".join(repr(d) if _mode(d) else _NAMES[d] for d in sig[i + 1 :])
     return f"{text}|{shape}" if shape else text
 
 
@@ -140,7 +150,7 @@ def _parse_signature(text: str) -> tuple[Any, ...] | None:
     try:
         found: tuple[Any, ...] = tuple(_DTYPES[n] for n in tensors.split(",") if n)
         if chosen:
-            found += (None, *(_DTYPES[n] for n in chosen.split(",")))
+            found += (None, *(n[1:-1] if n[0] == "'" else _DTYPES[n] for n in chosen.split(",")))
     except KeyError:  # a dtype this torch does not have (a newer table)
         return None
     return found
@@ -224,10 +234,25 @@ class CudaRule:
 def call_class(tensors: Sequence[torch.Tensor], func: Any, args: Any, kwargs: Any) -> str:
     """A call's shape class: a factory's (an operator with a ``device`` argument, its
     tensors, if any, 0-dim numbers: ``linspace(start, end, steps)``) is its result's
-    (:func:`result_class`), any other call's its tensors' (:func:`shape_class`)."""
+    (:func:`result_class`), any other call's its tensors' (:func:`shape_class`), but
+    ``"filled"`` where a tensor is empty and the result is not (:func:`_fills`)."""
     if func is not None and all(t.dim() == 0 for t in tensors) and is_factory(func):
         return result_class(func, args, kwargs)
-    return shape_class(tensors)
+    found = shape_class(tensors)
+    if found == "empty" and func is not None and _fills(func, args, kwargs):
+        return "filled"
+    return found
+
+
+def _fills(func: Any, args: Any, kwargs: Any) -> bool:
+    """Whether a call with an empty tensor has a result with elements (the meta function's
+    first output): a product over an empty inner dimension, a sum over an empty one. CUDA
+    kernels return early for an empty result (TensorIterator's ``numel() == 0``), but such
+    a result is still filled, by kernels with their own dtype switch (``addmm`` of an empty
+    product is ``self * beta``, aten/src/ATen/native/cuda/Blas.cpp)."""
+    outs = tree_flatten(_expected(func, args, kwargs))[0]
+    first = next((o for o in outs if isinstance(o, torch.Tensor)), None)
+    return first is not None and first.numel() > 0
 
 
 @functools.cache
