@@ -309,18 +309,19 @@ def worker(start: int, start_dtype: int) -> None:
         except Exception as e:
             text = str(e)
             result = "device" if DEVICE_ERRORS.search(text) else [type(e).__name__, text]
-            read = rec.read or uncomputed_reads() > 0
-            if read and isinstance(result, list) and not STANDARD.search(text):
-                result = "values"  # an error after a read of values no kernel computed
             shapes = None
         finally:
             signal.alarm(0)
+        uncomputed = uncomputed_reads() > 0
+        if (rec.read or uncomputed) and isinstance(result, list) and not STANDARD.search(result[1]):
+            result = "values"  # an error after a read of values no kernel computed
         found = {
             "ran": [list(k) for k in rec.ran],
             "failed": rec.failed,
             "result": result,
             "raised_in": functions.raised_in,
             "mixed": [[op, p, r] for (op, p), r in rec.mixed.items()],
+            "uncomputed": uncomputed,
         }
         if shapes is not None:
             found["out"] = shapes
@@ -511,6 +512,16 @@ def tables(raw: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                             outcome = "ok"  # it passed the host code's device checks
                         patterns[(op, pattern)].append(outcome)
                 outcome = _outcome(s["cuda"], supported)
+                cpu = s["cpu"]["result"]
+                if (
+                    outcome["result"] == "ok"
+                    and s["cuda"].get("uncomputed")
+                    and isinstance(cpu, list)
+                    and not STANDARD.search(cpu[1])
+                ):
+                    # CUDA ran after reading values no kernel computed, where the CPU refused
+                    # the sample (its values: a median of fully masked rows): not decided
+                    outcome = {"result": "unknown"}
                 if "id" in s:  # the sample's fingerprint (opinfo_cases.fingerprint)
                     outcome["id"] = s["id"]
                 if isinstance(outcome["result"], list) and s["cpu"]["result"] == "ok":
