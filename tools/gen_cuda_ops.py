@@ -8,9 +8,9 @@ compute capability 9.0; memory is host memory; kernels launch and do nothing). P
 own OpInfo samples (``op_db``, with the CUDA dtype lists PyTorch's CI checks on GPUs) are
 the calls: each (operator, dtype, sample) runs on that "cuda" device and on the CPU, under
 a dispatch mode that records every aten call below autograd (where the simulator's own
-dispatch mode sees them), its signature (the dtypes of its tensors, then of its ``dtype``
-arguments) and where an error was raised. The dispatcher lists the operators the build has
-no CUDA kernel for. From that:
+dispatch mode sees them), its signature (the dtypes of its tensors, then its ``dtype``
+arguments and mode names such as ``reduce="amax"``) and where an error was raised. The
+dispatcher lists the operators the build has no CUDA kernel for. From that:
 
 - ``src/torchplace/data/cuda-ops-<major>.<minor>.json.gz`` (package data; the simulator
   looks it up per operator, :mod:`torchplace.sim.rules._cuda_ops`): the signatures CUDA refuses,
@@ -27,7 +27,11 @@ a kernel counts as "runs": whatever the library would refuse is not learned, and
 lists are the only word on it (the sweep reports where they disagree). A signature is
 refused only if every sample that reached it was refused with the same text, and, unless
 the text is one of the dispatcher's or ``AT_DISPATCH``'s dtype errors, the CPU ran the
-same call on some sample (so the refusal is CUDA's, not the sample's).
+same call on some sample (so the refusal is CUDA's, not the sample's). Values a kernel
+would compute are never computed: the runtime counts the device-to-host copies of bytes the
+host did not write (``host_only_uncomputed_reads``), and an outcome that followed one (an
+error of the operator's own value check, or a run where the CPU refused the sample's
+values) is not decided.
 
 Run (about 5 minutes a torch version on one core; needs gcc and a CUDA build of torch,
 whose wheel ships ``driver_types.h``, and ``expecttest``, which OpInfo imports)::

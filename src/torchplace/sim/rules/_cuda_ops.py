@@ -5,7 +5,8 @@ of torch whose CUDA runtime runs host code only (``tools/host_only_cudart.c``): 
 dispatcher, its argument checks and the ``AT_DISPATCH`` dtype switch of each CUDA kernel run
 as on a GPU, and the errors they raise are CUDA's own. It records, for every aten operator
 overload the samples reach below autograd (where the simulator's dispatch mode sees them)
-and every signature (the dtypes of its tensor arguments, then its ``dtype`` arguments):
+and every signature (the dtypes of its tensor arguments, then its ``dtype`` arguments and
+mode names, :func:`signature`):
 
 - ``refuse``: the signatures CUDA refuses in its host code on every sample that reached
   them, with the exception type and text it raised (``"addmm_cuda" not implemented for
