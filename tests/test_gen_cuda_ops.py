@@ -143,7 +143,48 @@ def test_a_factorys_shape_class_is_its_results(tmp_path: Path) -> None:
     ]  # fmt: skip
     runtime, _ = gen.tables(_write(tmp_path, records))
     kind, index, runs = runtime["refuse"][tril]["|=float16"]
-    assert (kind, runtime["messages"][index], runs) == ("NotImplementedError", text, ["empty"])
+    assert (kind, runtime["messages"][index], runs) == (
+        "NotImplementedError",
+        text,
+        ["empty", "filled"],  # no sample had an empty input with a result: the empty verdict
+    )
+
+
+def test_an_empty_input_with_a_result_is_refused_where_cuda_refused_it(tmp_path: Path) -> None:
+    """addmm of an empty product scales ``self`` (refused for float8) and returns first for
+    an empty result: the "filled" class keeps its own verdict where a sample reached it."""
+    addmm = "aten::addmm.default"
+    sig = "float8_e4m3fn,float8_e4m3fn,float8_e4m3fn"
+    own = "\"addmm_cuda\" not implemented for 'Float8_e4m3fn'"
+    mul = "\"mul_cuda\" not implemented for 'Float8_e4m3fn'"
+    cpu = _run([], (addmm, sig), ["NotImplementedError", "cpu's"])
+    records = [
+        {"i": 0, "j": 0, "op": "mm|", "dtype": "float32", "samples": [
+            {"cpu": cpu, "cuda": _run([], (addmm, sig), ["NotImplementedError", own])},
+            {"cpu": cpu, "cuda": _run([(addmm, sig + "|empty")], out=[[[0, 2], "float8_e4m3fn", "cuda:0"]])},
+            {"cpu": cpu, "cuda": _run([], (addmm, sig + "|filled"), ["NotImplementedError", mul])},
+        ]},
+    ]  # fmt: skip
+    runtime, _ = gen.tables(_write(tmp_path, records))
+    assert runtime["refuse"][addmm][sig][2] == ["empty"]
+
+
+def test_a_run_after_reading_uncomputed_values_where_the_cpu_refused_them_is_undecided(
+    tmp_path: Path,
+) -> None:
+    median = ("aten::median.dim", "int64")
+    cpu = _run([], median, ["ValueError", "masked median expects no fully masked out rows"])
+    read = _run([median])
+    read["uncomputed"] = True
+    records = [
+        {"i": 1, "j": 1, "op": "histc|", "dtype": "int32", "samples": [
+            {"cpu": cpu, "cuda": read},
+            {"cpu": cpu, "cuda": _run([median])},  # no read: CUDA's run stands
+        ]},
+    ]  # fmt: skip
+    _, sweep = gen.tables(_write(tmp_path, records))
+    outcomes = sweep["ops"]["histc|"]["samples"]["int32"]
+    assert [o["result"] for o in outcomes] == ["unknown", "ok"]
 
 
 def test_a_signature_refused_with_several_texts_keeps_them_all(tmp_path: Path) -> None:
