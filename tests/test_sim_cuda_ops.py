@@ -63,7 +63,7 @@ def test_a_mode_name_is_part_of_the_signature() -> None:
     assert _cuda_ops._parse_signature(text.removesuffix("|filled")) == sig
 
 
-def test_an_empty_input_with_a_result_is_its_own_shape_class() -> None:
+def test_shape_classes_follow_the_result() -> None:
     f8 = torch.float8_e4m3fn
     out, a, b = (
         torch.empty(5, 10, dtype=f8),
@@ -74,6 +74,9 @@ def test_an_empty_input_with_a_result_is_its_own_shape_class() -> None:
     assert _cuda_ops.call_class([out, a, b], addmm, (out, a, b), {}) == "filled"
     assert _cuda_ops.call_class([out[:0], a[:0], b], addmm, (out[:0], a[:0], b), {}) == "empty"
     assert _cuda_ops.call_class([out[:0], a[:0], b], None, (), {}) == "empty"
+    one = torch.ones(1, 4)  # no input empty, an empty result: pdist of one row
+    assert _cuda_ops.call_class([one], aten._pdist_forward.default, (one, 2.0), {}) == "empty"
+    assert _cuda_ops.call_class([one], None, (one, 2.0), {}) == ""
 
 
 def test_signature_lists_tensor_then_dtype_arguments() -> None:
@@ -152,6 +155,16 @@ def test_an_empty_product_of_a_dtype_cuda_lacks_is_refused_where_it_fills() -> N
             torch.addmm(self, torch.zeros(5, 0).to(f8), torch.zeros(0, 10).to(f8))
         empty = torch.addmm(self[:0], torch.zeros(0, 0).to(f8), torch.zeros(0, 10).to(f8))
         assert empty.shape == (0, 10) and empty.dtype == f8
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_an_empty_result_returns_before_the_dtype_switch(dtype: torch.dtype) -> None:
+    """pdist of one row has no distance to compute: CUDA returns its empty result before
+    the kernel's dtype switch (aten/src/ATen/native/Distance.cpp), which has no half types."""
+    with simulate("H100"), torch.device("cuda"):
+        assert F.pdist(torch.ones(1, 4, dtype=dtype)).shape == (0,)
+        with pytest.raises(NotImplementedError, match='"pdist_cuda" not implemented for'):
+            F.pdist(torch.ones(3, 4, dtype=dtype))
 
 
 def test_an_operator_cuda_has_no_kernel_for_raises_the_dispatchers_error() -> None:

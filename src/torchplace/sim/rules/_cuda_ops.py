@@ -235,25 +235,30 @@ class CudaRule:
 def call_class(tensors: Sequence[torch.Tensor], func: Any, args: Any, kwargs: Any) -> str:
     """A call's shape class: a factory's (an operator with a ``device`` argument, its
     tensors, if any, 0-dim numbers: ``linspace(start, end, steps)``) is its result's
-    (:func:`result_class`), any other call's its tensors' (:func:`shape_class`), but
-    ``"filled"`` where a tensor is empty and the result is not (:func:`_fills`)."""
+    (:func:`result_class`). Any other call's is ``"empty"`` where its result (the meta
+    function's first output) has no element, ``"filled"`` where a tensor is empty and the
+    result is not, else its tensors' (:func:`shape_class`).
+
+    CUDA kernels return early for an empty result, before their dtype switch
+    (TensorIterator's ``numel() == 0``; ``pdist`` of one row), whatever the inputs. A result
+    with elements made from an empty input is still filled, by kernels with their own dtype
+    switch (``addmm`` of an empty product is ``self * beta``,
+    aten/src/ATen/native/cuda/Blas.cpp)."""
     if func is not None and all(t.dim() == 0 for t in tensors) and is_factory(func):
         return result_class(func, args, kwargs)
     found = shape_class(tensors)
-    if found == "empty" and func is not None and _fills(func, args, kwargs):
-        return "filled"
-    return found
+    size = None if func is None else _result_size(func, args, kwargs)
+    if size == 0:
+        return "empty"
+    return "filled" if found == "empty" and size is not None else found
 
 
-def _fills(func: Any, args: Any, kwargs: Any) -> bool:
-    """Whether a call with an empty tensor has a result with elements (the meta function's
-    first output): a product over an empty inner dimension, a sum over an empty one. CUDA
-    kernels return early for an empty result (TensorIterator's ``numel() == 0``), but such
-    a result is still filled, by kernels with their own dtype switch (``addmm`` of an empty
-    product is ``self * beta``, aten/src/ATen/native/cuda/Blas.cpp)."""
+def _result_size(func: Any, args: Any, kwargs: Any) -> int | None:
+    """The number of elements of a call's first tensor result, by its meta function (None
+    where it has none)."""
     outs = tree_flatten(_expected(func, args, kwargs))[0]
     first = next((o for o in outs if isinstance(o, torch.Tensor)), None)
-    return first is not None and first.numel() > 0
+    return None if first is None else first.numel()
 
 
 @functools.cache
