@@ -291,6 +291,10 @@ def run_file(
         env = dict(os.environ)
         env["TORCHPLACE_PYTORCH_TESTS_OUT"] = str(out)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (tmp, env.get("PYTHONPATH")) if p)
+        # the C++ extensions some tests build (cpp_extension.load_inline), in a folder of
+        # this run's: a lock left in the shared cache by a run that was killed while it
+        # built makes every later build wait for it, with no end
+        env["TORCH_EXTENSIONS_DIR"] = str(Path(tmp) / "extensions")
         cmd = [
             sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider",
             "-p", "no:flaky",  # it keeps every test's exception, and so its tensors
