@@ -70,10 +70,11 @@ def signature(tensors: Sequence[torch.Tensor], args: Any, kwargs: Any) -> tuple[
     ``to(dtype)``, ``scatter_reduce(..., "amax")``).
 
     A mode name is a string argument that is an identifier (``reduce``, ``rounding_mode``,
-    ``side``, ``approximate``): ATen runs each mode in its own kernel with its own dtype
-    switch (aten/src/ATen/native/cuda/ScatterGatherKernel.cu dispatches ``amax`` over
-    fewer dtypes than ``sum``), so one mode's refusal is not another's. The dispatcher
-    leaves out an argument equal to its default, as it does for the tables' calls."""
+    ``side``, ``approximate``): ATen may run each mode in its own kernel with its own dtype
+    switch, so one mode's refusal is not another's (the 2.13 and 2.14 wheels' host code
+    refuses ``scatter_reduce(..., "amax")`` of bool and runs ``"sum"``, as
+    tools/gen_cuda_ops.py recorded). The dispatcher leaves out an argument equal to its
+    default, as it does for the tables' calls."""
     found = tuple(t.dtype for t in tensors)
     chosen = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.dtype) or _mode(a)]
     return (*found, None, *chosen) if chosen else found
