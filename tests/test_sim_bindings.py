@@ -242,6 +242,30 @@ def test_cuda_graph_capture_and_replay() -> None:
     assert none[0] < once[0] < thrice[0]
 
 
+def test_a_host_tensors_value_is_read_freely_during_a_capture() -> None:
+    """A kernel's host code reading a host tensor (fused Adam's CPU ``lr`` and betas:
+    ``lr.item()`` in the CUDA kernel's wrapper) is no CUDA work: the capture goes on; the
+    same read of a GPU tensor is refused."""
+    with simulate("H100", values="real"):
+        p = [torch.randn(5, 5, device="cuda", requires_grad=True)]
+        betas = (torch.tensor(0.9), torch.tensor(0.99))
+        opt = torch.optim.Adam(p, fused=True, capturable=True, lr=torch.tensor(1e-3), betas=betas)
+        p[0].grad = torch.ones_like(p[0])
+        opt.step()  # the state, made before the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            opt.step()
+            assert torch.tensor([2.0]).item() == 2.0
+        before = p[0].detach().clone()
+        g.replay()
+        assert not torch.equal(before, p[0])
+        with (
+            pytest.raises(RuntimeError, match="previous error during capture"),
+            torch.cuda.graph(torch.cuda.CUDAGraph()),
+        ):
+            p[0].sum().item()
+
+
 def test_cuda_graph_refusals_are_cudas() -> None:
     with simulate("H100"):
         g = torch.cuda.CUDAGraph()

@@ -212,6 +212,8 @@ class _Capture(TorchDispatchMode):
             return func(*args, **kwargs)  # host work: it runs now, and is no kernel
         name = func._schema.name
         if func is _ITEM or name in _SYNC_OPS or torch.Tag.dynamic_output_shape in func.tags:
+            if not labels:  # a host tensor's value, read by a kernel's host code (a CPU lr's)
+                return func(*args, **kwargs)
             self.refuse(name)
         rec = self.rec
         if self.state.real:
