@@ -258,6 +258,29 @@ def test_cached_blocks_are_reused_only_on_their_stream() -> None:
     assert model.malloc(1 * KiB, stream=0) == a
 
 
+def test_a_block_used_on_another_stream_waits_for_its_release() -> None:
+    """c10's free of a block with stream uses (record_stream): the allocation stats drop at
+    once, the block is "active_pending_free" and not reused, and neither of its neighbours
+    merges with it, until its release (process_events) or empty_cache."""
+    model = CachingAllocatorModel(GiB)
+    a, b = model.malloc(1 * KiB), model.malloc(1 * KiB)
+    model.free(a, pending=True)
+    assert model.allocated_bytes == 1 * KiB
+    assert model.stats()["allocation.all.current"] == 1
+    assert model.pending == {a}
+    model.free(b)  # does not merge with the pending block
+    assert _blocks(model) == [[(1 * KiB, "active_pending_free"), (2 * MiB - 1 * KiB, "inactive")]]
+    assert model.malloc(1 * KiB) != a
+    model.release(a)
+    assert model.malloc(1 * KiB) == a
+    with pytest.raises(ValueError, match="not a pending block"):
+        model.release(a)
+    c = model.malloc(4 * KiB)
+    model.free(c, pending=True)
+    model.empty_cache()  # synchronize_and_free_events: released first
+    assert model.pending == frozenset()
+
+
 # -- out of memory and the free-cache-and-retry path -------------------------------------------
 
 

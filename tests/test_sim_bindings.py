@@ -266,6 +266,36 @@ def test_a_host_tensors_value_is_read_freely_during_a_capture() -> None:
             p[0].sum().item()
 
 
+def test_record_stream_keeps_a_block_until_the_streams_work_is_done() -> None:
+    """PyTorch's test_record_stream: a tensor made on a side stream, used on the default
+    stream (record_stream) while it sleeps, is not reused on the side stream before the
+    default stream's work is done, and is after a synchronize."""
+    with simulate("H100", values="real"):
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            tmp = torch.ones(4, device="cuda")
+        ptr = tmp.data_ptr()
+        torch.cuda.current_stream().wait_stream(side)
+        tmp.record_stream(torch.cuda.current_stream())
+        torch.cuda._sleep(10**8)  # the default stream is busy for 50 ms
+        out = tmp * 2
+        del tmp
+        assert torch.cuda.memory_allocated() == 512  # `out`: the free left the stats
+        with torch.cuda.stream(side):
+            assert torch.empty(4, device="cuda").data_ptr() != ptr
+        torch.cuda.current_stream().synchronize()
+        with torch.cuda.stream(side):
+            assert torch.empty(4, device="cuda").data_ptr() == ptr
+        # recorded on its own stream: nothing to wait for (recordStream)
+        with torch.cuda.stream(side):
+            own = torch.ones(4, device="cuda")
+            own.record_stream(side)
+            ptr = own.data_ptr()
+            del own
+            assert torch.empty(4, device="cuda").data_ptr() == ptr
+        assert out.tolist() == [2.0] * 4
+
+
 def test_cuda_graph_refusals_are_cudas() -> None:
     with simulate("H100"):
         g = torch.cuda.CUDAGraph()

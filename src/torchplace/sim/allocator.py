@@ -37,7 +37,10 @@ powers of two (:meth:`CachingAllocatorModel.configure`).
 
 Not modelled: ``expandable_segments:True`` (segments that grow by mapping pages),
 ``garbage_collection_threshold`` (it only acts together with a per-process memory
-fraction) and ``record_stream`` (cross-stream uses that delay a free). ``cudaMalloc`` is
+fraction). ``record_stream``'s delayed free is :meth:`CachingAllocatorModel.free` with
+``pending`` and :meth:`CachingAllocatorModel.release`: the block leaves the allocation stats
+at its free (c10's ``active`` stats, which keep it until the release, are the allocation
+stats here). ``cudaMalloc`` is
 assumed to succeed exactly when the segment fits in the device memory left over.
 
 Examples:
@@ -358,6 +361,7 @@ class CachingAllocatorModel:
         # read (_block_stats): the simulator allocates on nearly every operation and reads
         # the stats rarely, and applying a row's changes costs a tenth of making them.
         self._log: list[tuple[bool, int, int, int, int, int]] = []
+        self._pending: set[int] = set()  # handles freed while other streams used them
         self._allocated = 0  # allocated_bytes.all.current, kept up to date for every malloc
         self._oversize_allocations = _Stat()
         self._oversize_segments = _Stat()
@@ -474,11 +478,15 @@ class CachingAllocatorModel:
                 )
         return self._alloc_found_block(pool, block, size, nbytes)
 
-    def free(self, handle: int) -> None:
+    def free(self, handle: int, *, pending: bool = False) -> None:
         """Return a block to the cache; it merges with free neighbours in its segment.
 
         Args:
             handle: a handle returned by :meth:`malloc`; ``0`` is a no-op.
+            pending: the block was used on other streams (``Tensor.record_stream``): it
+                leaves the allocation stats now, but stays out of the cache until
+                :meth:`release` (c10's ``free``: events on those streams, the block reused
+                once they complete).
 
         Raises:
             ValueError: if ``handle`` is not a live block of this allocator.
@@ -495,7 +503,32 @@ class CachingAllocatorModel:
         block.allocated = False
         if block.size >= self._max_split:
             self._oversize_allocations.decrease(1)
+        if pending:
+            block.pending = True
+            self._pending.add(handle)
+            self._allocated -= block.size
+            self._log.append((block.small, -1, -block.size, -block.requested, 0, 0))
+            return
         self._free_block(block)
+
+    def release(self, handle: int) -> None:
+        """Put a block freed with ``pending`` in the cache: the streams it was used on have
+        done the work enqueued before its free (c10's ``process_events``).
+
+        Raises:
+            ValueError: if ``handle`` is not a pending block of this allocator.
+        """
+        block = self._blocks.get(handle)
+        if block is None or not block.pending:
+            raise ValueError(f"cannot release handle {handle!r}: it is not a pending block")
+        block.pending = False
+        self._pending.discard(handle)
+        self._free_block(block, counted=True)
+
+    @property
+    def pending(self) -> frozenset[int]:
+        """The handles freed with ``pending`` and not released yet."""
+        return frozenset(self._pending)
 
     def set_memory_fraction(self, fraction: float) -> None:
         """Cap reserved memory at ``fraction`` of the device, as
@@ -516,7 +549,10 @@ class CachingAllocatorModel:
         return self._fraction
 
     def empty_cache(self) -> None:
-        """Release every fully free segment, as ``torch.cuda.empty_cache()`` does."""
+        """Release every fully free segment, as ``torch.cuda.empty_cache()`` does (after
+        waiting for the pending blocks' streams: c10's ``synchronize_and_free_events``)."""
+        for handle in sorted(self._pending):
+            self.release(handle)
         self._release_cached_blocks()
 
     def reset_accumulated_stats(self) -> None:
@@ -748,8 +784,9 @@ class CachingAllocatorModel:
             One dict per segment, by address: ``device, address, total_size,
             allocated_size, active_size, requested_size, stream, segment_type ("small" or
             "large"), segment_pool_id, is_expandable, frames`` and ``blocks``, each block a
-            dict ``address, size, requested_size, state ("active_allocated" or
-            "inactive"), frames``. Stack frames are not recorded (empty lists), and
+            dict ``address, size, requested_size, state ("active_allocated",
+            "active_pending_free": freed, waiting for other streams, or "inactive"),
+            frames``. Stack frames are not recorded (empty lists), and
             ``requested_size`` of an inactive block is 0.
 
         Examples:
@@ -762,7 +799,7 @@ class CachingAllocatorModel:
         for address in sorted(self._segments):
             block: _Block | None = self._blocks[address]
             blocks: list[dict[str, Any]] = []
-            allocated = requested = 0
+            allocated = requested = active = 0
             head = self._blocks[address]
             while block is not None:
                 blocks.append(
@@ -770,13 +807,19 @@ class CachingAllocatorModel:
                         "address": block.address,
                         "size": block.size,
                         "requested_size": block.requested,
-                        "state": "active_allocated" if block.allocated else "inactive",
+                        "state": "active_allocated"
+                        if block.allocated
+                        else "active_pending_free"
+                        if block.pending
+                        else "inactive",
                         "frames": [],
                     }
                 )
                 if block.allocated:
                     allocated += block.size
                     requested += block.requested
+                if block.allocated or block.pending:
+                    active += block.size
                 block = block.next
             segments.append(
                 {
@@ -784,7 +827,7 @@ class CachingAllocatorModel:
                     "address": address,
                     "total_size": self._segments[address],
                     "allocated_size": allocated,
-                    "active_size": allocated,
+                    "active_size": active,
                     "requested_size": requested,
                     "stream": head.stream,
                     "segment_type": "small" if head.small else "large",
@@ -891,13 +934,14 @@ class CachingAllocatorModel:
             self._oversize_allocations.increase(1)
         return block.address
 
-    def _free_block(self, block: _Block) -> None:
-        """Put a no-longer-live block back in its pool, merged with free neighbours."""
+    def _free_block(self, block: _Block, *, counted: bool = False) -> None:
+        """Put a no-longer-live block back in its pool, merged with free neighbours
+        (``counted``: its free already left the allocation stats)."""
         pool = self._pool_of(block)
-        original_size, requested = block.size, block.requested
+        original_size, requested = (0, 0) if counted else (block.size, block.requested)
         net_blocks = net_bytes = 0
         for candidate in (block.prev, block.next):
-            if candidate is not None and not candidate.allocated:
+            if candidate is not None and not candidate.allocated and not candidate.pending:
                 net_blocks -= 1
                 net_bytes -= self._try_merge_blocks(block, candidate, pool)
         # block.requested stays: c10's free_block leaves requested_size, and its snapshot
@@ -907,7 +951,8 @@ class CachingAllocatorModel:
             net_blocks += 1
             net_bytes += block.size
         self._allocated -= original_size
-        self._log.append((block.small, -1, -original_size, -requested, net_blocks, net_bytes))
+        freed = 0 if counted else -1
+        self._log.append((block.small, freed, -original_size, -requested, net_blocks, net_bytes))
 
     def _pool_of(self, block: _Block) -> _Pool:
         if block.owner is None:
@@ -1025,7 +1070,8 @@ class _Block:
     """A piece of a segment: live (``allocated``) or cached in its pool."""
 
     __slots__ = (
-        "address", "allocated", "next", "owner", "prev", "requested", "size", "small", "stream",
+        "address", "allocated", "next", "owner", "pending", "prev", "requested", "size", "small",
+        "stream",
     )  # fmt: skip
 
     def __init__(self, address: int, size: int, stream: int, small: bool) -> None:
@@ -1034,6 +1080,7 @@ class _Block:
         self.stream = stream
         self.small = small
         self.allocated = False
+        self.pending = False  # freed, held from reuse until other streams' work is done
         self.requested = 0  # bytes asked for when last handed out (kept once cached, as c10)
         self.owner: tuple[int, int] | None = None  # its private pool, if any
         self.prev: _Block | None = None  # neighbours in the same segment

@@ -267,6 +267,8 @@ class _Storage:
     phase: str
     scope: str | None
     trace_index: int = -1
+    stream: int = 0  # the stream it was allocated on
+    uses: set[int] | None = None  # other streams it was used on (record_stream)
 
 
 @dataclass
@@ -291,6 +293,8 @@ class SimDevice:
     # (torchplace.sim.emulation._bindings_streams.Timeline)
     done: float = 0.0
     done_wall: float = 0.0
+    # blocks freed while other streams used them: (GPU time their work ends, handle)
+    pending: list[tuple[float, int]] = field(default_factory=list)
     # (clock, GPU busy, host, samples, tokens) at the start and after every optimizer step
     # (time_marks), or at every call of an outermost module (call_marks): a step's split
     time_marks: list[tuple[float, ...]] = field(default_factory=lambda: [(0.0,) * 5])
@@ -360,6 +364,9 @@ class SimState:
     stacks: str | None = None
     cpp_stacks: bool = False  # stacks="all": C++ frames too (torch's CapturedTraceback)
     side_streams: bool = False  # a stream other than the default one has been current
+    # the streams' timeline (torchplace.sim.emulation._bindings_streams.Timeline): each
+    # thread's current stream, when a stream's work ends, whether the host has seen it done
+    streams: Any = None
     optimizers: weakref.WeakSet[torch.optim.Optimizer] = field(default_factory=weakref.WeakSet)
     modules: weakref.WeakSet[torch.nn.Module] = field(default_factory=weakref.WeakSet)
     # pinned host storages; during a simulation the host caching allocator (_bindings_host)
@@ -573,7 +580,8 @@ class SimState:
                 nbytes = storage.nbytes()
             self.initialized = True
             dev = self.devices[device]
-            handle = self._malloc(dev, nbytes)
+            stream = 0 if self.streams is None else self.streams.current(device)
+            handle = self._malloc(dev, nbytes, stream)
             if self.counts_host:
                 self.host_bytes += nbytes
                 if self.host_bytes > self.host_peak:
@@ -586,7 +594,7 @@ class SimState:
             index = self.trace.alloc(
                 dev.index, nbytes, handle, time, self.phase, scope, self.site.user_code_frame()
             )
-            self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope, index)
+            self.storages[key] = _Storage(device, nbytes, handle, self.phase, scope, index, stream)
             if self.category_override is not None:
                 self.kinds[key] = self.category_override
             if self.stacks:
@@ -634,13 +642,21 @@ class SimState:
         rec = self.storages.get(storage._cdata)
         return None if rec is None else rec.handle
 
-    def _malloc(self, dev: SimDevice, nbytes: int) -> int:
+    def _malloc(self, dev: SimDevice, nbytes: int, stream: int = 0) -> int:
         if nbytes >= _ONE_EXA_BYTES:  # NativeCachingAllocator::allocate's first check
             raise torch.OutOfMemoryError(
                 "CUDA out of memory. Tried to allocate more than 1EB memory."
             )
+        if dev.pending:
+            self._process_events(dev)
         try:
-            handle = dev.allocator.malloc(nbytes)
+            try:
+                handle = dev.allocator.malloc(nbytes, stream=stream)
+            except AllocatorOOM:
+                if not dev.pending:
+                    raise
+                self._process_events(dev, wait=True)  # c10: synchronize_and_free_events
+                handle = dev.allocator.malloc(nbytes, stream=stream)
         except AllocatorOOM as e:
             # out-of-memory observers (torch._C._cuda_attach_out_of_memory_observer), called
             # as CUDACachingAllocator.cpp's malloc does: (device, size, total, free)
@@ -811,12 +827,37 @@ class SimState:
             ref.stack = python_stack(2)
         self._pending_frees.append(ref)
 
+    def record_use(self, storage: Any, stream: int) -> None:
+        """``Tensor.record_stream``: the storage is used on ``stream`` too, so its block is
+        not reused before the work enqueued there by its free is done (c10
+        CUDACachingAllocator.cpp ``recordStream``: nothing to record on its own stream)."""
+        with self._lock:
+            rec = self.storages.get(storage._cdata)
+            if rec is not None and stream != rec.stream:
+                rec.uses = (rec.uses or set()) | {stream}
+
+    def _process_events(self, dev: SimDevice, *, wait: bool = False) -> None:
+        """Give back to the cache the pending blocks whose streams' work the host has seen
+        done (c10 ``process_events``, at every malloc), or all of them (``wait``)."""
+        kept = []
+        for until, handle in dev.pending:
+            if wait or self.streams.complete(dev.index, until):
+                dev.allocator.release(handle)
+            else:
+                kept.append((until, handle))
+        dev.pending = kept
+
     def _free_key(self, key: int, stack: Any = None) -> None:
         self._emptied.pop(key, None)
         rec = self.storages.pop(key, None)
         if rec is not None:
             dev = self.devices[rec.device]
-            dev.allocator.free(rec.handle)
+            if rec.uses and self.streams is not None:
+                until = max(self.streams.tail(dev.index, s) for s in rec.uses)
+                dev.allocator.free(rec.handle, pending=True)
+                dev.pending.append((until, rec.handle))
+            else:
+                dev.allocator.free(rec.handle)
             estimate = dev.estimate  # self.clock(device), inline
             time = estimate.seconds if estimate is not None else 0.0
             self.trace.free(rec.trace_index, time, self.kinds.pop(key, None), stack)
@@ -854,6 +895,7 @@ class SimState:
         with self._lock:
             self._drain()
             for dev in self.devices:
+                dev.pending = []  # empty_cache releases them (synchronize_and_free_events)
                 dev.allocator.empty_cache()
 
     # --- peaks ------------------------------------------------------------------------

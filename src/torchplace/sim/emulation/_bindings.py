@@ -291,6 +291,7 @@ class _Bindings:
         self.state = state
         self.fmode = fmode
         self.timeline = Timeline(state)
+        state.streams = self.timeline  # the allocator's stream of a block, record_stream
         self.host = PinnedHostMemory(self.timeline, self._capturing)
         self.history = MemoryHistory()
         self.properties: dict[int, _CudaDeviceProperties] = {}

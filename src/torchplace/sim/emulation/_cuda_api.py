@@ -583,6 +583,12 @@ def patched_torch(
             return False
         return self.untyped_storage() in state.pinned or bool(real_is_pinned(self))
 
+    def record_stream(self: torch.Tensor, stream: Any) -> None:
+        # c10 CUDACachingAllocator.cpp recordStream: the block is not reused before the
+        # work enqueued on `stream` by the tensor's free is done (SimState.record_use)
+        if state.label(self) is not None:
+            state.record_use(self.untyped_storage(), int(stream.stream_id))
+
     def storage_data_ptr(self: Any) -> int:
         address = state.address(self) if state.storage_label(self) is not None else None
         return address if address is not None else real_storage_data_ptr(self)
@@ -685,9 +691,7 @@ def patched_torch(
     patches += [
         (torch.Tensor, "pin_memory", pin_memory),
         (torch.Tensor, "is_pinned", is_pinned),
-        # which streams use a tensor is the caching allocator's business (record_stream
-        # delays a free until their work is done): not modelled, as in the allocator model
-        (torch.Tensor, "record_stream", lambda self, stream: None),
+        (torch.Tensor, "record_stream", record_stream),
         (torch.UntypedStorage, "data_ptr", storage_data_ptr),
         (torch.UntypedStorage, "resize_", storage_resize),
         (torch.UntypedStorage, "is_shared", storage_is_shared),
